@@ -1,0 +1,144 @@
+package nft
+
+import (
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Field is a packet or metadata field that a rule can load into a register.
+type Field int
+
+const (
+	FieldIPSaddr Field = iota + 1
+	FieldIPDaddr
+	FieldIP6Saddr
+	FieldIP6Daddr
+	FieldL4Proto
+	FieldThDport
+	FieldMark
+)
+
+func (f Field) String() string {
+	switch f {
+	case FieldIPSaddr:
+		return "ip saddr"
+	case FieldIPDaddr:
+		return "ip daddr"
+	case FieldIP6Saddr:
+		return "ip6 saddr"
+	case FieldIP6Daddr:
+		return "ip6 daddr"
+	case FieldL4Proto:
+		return "meta l4proto"
+	case FieldThDport:
+		return "th dport"
+	case FieldMark:
+		return "meta mark"
+	}
+	return "invalid-field"
+}
+
+// Type is the data type of the field's value.
+func (f Field) Type() DataType {
+	switch f {
+	case FieldIPSaddr, FieldIPDaddr:
+		return TypeIPv4Addr
+	case FieldIP6Saddr, FieldIP6Daddr:
+		return TypeIPv6Addr
+	case FieldL4Proto:
+		return TypeInetProto
+	case FieldThDport:
+		return TypeInetService
+	case FieldMark:
+		return TypeMark
+	}
+	return 0
+}
+
+// load returns the expression that puts the field into register reg.
+func (f Field) load(reg uint32) expr.Any {
+	switch f {
+	case FieldIPSaddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}
+	case FieldIPDaddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}
+	case FieldIP6Saddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 16}
+	case FieldIP6Daddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16}
+	case FieldL4Proto:
+		return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}
+	case FieldThDport:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
+	case FieldMark:
+		return &expr.Meta{Key: expr.MetaKeyMARK, Register: reg}
+	}
+	return nil
+}
+
+// Operand is a field or a constant in a concatenated key.
+type Operand struct {
+	Field Field
+	Const *Datum
+}
+
+// F and C make operands.
+func F(f Field) Operand { return Operand{Field: f} }
+func C(d Datum) Operand { return Operand{Const: &d} }
+
+func (o Operand) String() string {
+	if o.Const != nil {
+		return o.Const.untypedString()
+	}
+	return o.Field.String()
+}
+
+func (o Operand) len() int {
+	if o.Const != nil {
+		return len(o.Const.Bytes)
+	}
+	return o.Field.Type().Len()
+}
+
+func (o Operand) load(reg uint32) expr.Any {
+	if o.Const != nil {
+		return &expr.Immediate{Register: reg, Data: o.Const.Bytes}
+	}
+	return o.Field.load(reg)
+}
+
+// loadConcat loads operands into consecutive registers the way nft does (first into
+// NFT_REG_1, the rest into the following 32-bit registers) and returns the source
+// register of the whole key.
+func loadConcat(ops []Operand) ([]expr.Any, uint32) {
+	var out []expr.Any
+	slot := uint32(0) // 32-bit slots used so far
+	for i, o := range ops {
+		reg := uint32(unix.NFT_REG32_00) + slot
+		if i == 0 {
+			reg = unix.NFT_REG_1
+		}
+		out = append(out, o.load(reg))
+		slot += uint32((o.len() + 3) / 4)
+	}
+	return out, unix.NFT_REG_1
+}
+
+func joinOperands(ops []Operand) string {
+	s := ""
+	for i, o := range ops {
+		if i > 0 {
+			s += " . "
+		}
+		s += o.String()
+	}
+	return s
+}
+
+func fieldOperands(fs []Field) []Operand {
+	out := make([]Operand, len(fs))
+	for i, f := range fs {
+		out[i] = F(f)
+	}
+	return out
+}

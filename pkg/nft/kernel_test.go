@@ -1,0 +1,101 @@
+package nft
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+)
+
+// sampleRuleset uses every statement type, so that the kernel test proves each one's
+// text against what nft prints for its netlink encoding.
+func sampleRuleset() *Ruleset {
+	r := NewRuleset(FamilyIPv4, "sample",
+		&Set{Name: "ips", Key: []DataType{TypeIPv4Addr}},
+		&Set{Name: "dispatch", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Verdict: true},
+		&Set{Name: "pairs", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr}},
+		&Set{Name: "sticky", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr, TypeInetService, TypeIPv4Addr, TypeInetService}, Dynamic: true, Timeout: true, Size: 65536},
+	)
+	ep := netip.MustParseAddr("10.244.1.2")
+	key := []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldThDport), C(IP(ep)), C(Port(8080))}
+	r.SetFragment("base", Fragment{Chains: []*Chain{
+		{Name: "nat-prerouting", Hook: &ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: []Rule{{Stmts: []Stmt{Verdict{Kind: Jump, Chain: "services"}}}}},
+		{Name: "nat-postrouting", Hook: &ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: []Rule{
+			{Stmts: []Stmt{MarkMatch{Mask: 0x4000, Value: 0x4000}, MarkXor{Bits: 0x4000}, Masquerade{FullyRandom: true}}},
+			{Stmts: []Stmt{CtStatusDNAT{}, Lookup{Key: []Operand{F(FieldIPSaddr), F(FieldIPDaddr)}, Set: "pairs"}, Masquerade{}}},
+		}},
+		{Name: "services", Rules: []Rule{
+			{Stmts: []Stmt{MatchPrefix{Field: FieldIPSaddr, Negate: true, Prefix: netip.MustParsePrefix("10.244.0.0/16")}, Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, MarkOr{Bits: 0x4000}}},
+			{Stmts: []Stmt{VMap{Key: []Field{FieldIPDaddr, FieldL4Proto, FieldThDport}, Map: "dispatch"}}},
+			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, Match{Field: FieldL4Proto, Value: Proto(ProtoICMP)}, Verdict{Kind: Drop}}},
+			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, Reject{}}, Comment: "wrong port"},
+		}},
+		{Name: "svc-a", Rules: []Rule{
+			{Stmts: []Stmt{Lookup{Key: key, Set: "sticky"}, Update{Set: "sticky", Key: key, Timeout: 3 * time.Hour}, DNAT{Addr: ep, Port: 8080}}},
+			{Stmts: []Stmt{Numgen{Mod: 2, Value: 0}, Update{Set: "sticky", Key: key, Timeout: 10 * time.Second}, DNAT{Addr: ep, Port: 8080}}},
+			{Stmts: []Stmt{DNAT{Addr: netip.MustParseAddr("10.244.2.3"), Port: 80}}},
+		}},
+		{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{TCPReset: true}}}}},
+	}, Elements: []Element{
+		{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10"))}},
+		{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.11"))}},
+		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-a"}},
+		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.11")), Proto(ProtoUDP), Port(53)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-b"}},
+		{Set: "pairs", Key: []Datum{IP(ep), IP(ep)}},
+	}})
+	return r
+}
+
+func TestKernelListingMatchesText(t *testing.T) {
+	ns := netnstest.New(t, "nft")
+	k := &Netlink{NetNSFd: ns.Fd}
+	r := sampleRuleset()
+	want := r.Text()
+	tx := PlanFull(r, NewView())
+	if err := k.Apply(tx); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	got := NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))
+	if got != want {
+		t.Fatalf("nft listing differs from Text\n--- nft\n%s\n--- Text\n%s", got, want)
+	}
+
+	// Reading back yields a view against which nothing is left to do.
+	v, err := k.Read(FamilyIPv4, "sample")
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if tx := PlanFull(r, v); !tx.Empty() {
+		t.Fatalf("plan after read-back is not empty: %+v", tx)
+	}
+
+	// An incremental change touches only what changed and lands.
+	r.SetFragment("base", Fragment{Chains: []*Chain{
+		{Name: "svc-a", Rules: []Rule{{Stmts: []Stmt{DNAT{Addr: netip.MustParseAddr("10.244.9.9"), Port: 80}}}}},
+	}, Elements: []Element{
+		{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10"))}},
+	}})
+	tx = Plan(r, v)
+	if len(tx.Chains) != 1 || tx.Chains[0].Name != "svc-a" || len(tx.AddSets) != 0 {
+		t.Fatalf("incremental plan touches more than svc-a: chains=%d sets=%d", len(tx.Chains), len(tx.AddSets))
+	}
+	if err := k.Apply(tx); err != nil {
+		t.Fatalf("apply incremental: %v", err)
+	}
+	v.commit(tx)
+	got = NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))
+	if got != r.Text() {
+		t.Fatalf("after incremental apply\n--- nft\n%s\n--- Text\n%s", got, r.Text())
+	}
+	if !strings.Contains(got, "dnat to 10.244.9.9:80") {
+		t.Fatalf("incremental change missing from kernel:\n%s", got)
+	}
+	if err := k.DeleteTable(FamilyIPv4, "sample"); err != nil {
+		t.Fatalf("delete table: %v", err)
+	}
+	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, "sample") {
+		t.Fatalf("table still there after DeleteTable: %s", out)
+	}
+}

@@ -1,0 +1,255 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ErrOutcomeUnknown wraps a failure after which the kernel may or may not have
+// committed the batch (ENOBUFS while reading the acknowledgements); the caller must
+// re-read the table before planning again.
+var ErrOutcomeUnknown = errors.New("transaction outcome unknown")
+
+// Kernel applies transactions to the kernel and reads back what it holds. The caller
+// (the sync loop) owns this interface; Netlink is the real thing, Fake is for tests.
+type Kernel interface {
+	Apply(tx *Tx) error
+	Read(family Family, table string) (*View, error)
+	DeleteTable(family Family, table string) error
+}
+
+// Netlink talks to the kernel of the current network namespace (or of NetNSFd).
+type Netlink struct {
+	// NetNSFd, when non-zero, is a network namespace file descriptor to program instead
+	// of the current one (tests).
+	NetNSFd int
+}
+
+var _ Kernel = &Netlink{}
+
+// socketBuffer is large enough for a cold load of tens of thousands of Services in one
+// batch: the batch is sent in one sendmsg and every rule is echoed back.
+const socketBuffer = 256 << 20
+
+// elementsPerMessage keeps each element list under netlink's 64 KiB attribute limit.
+const elementsPerMessage = 512
+
+// ruleHashType is the user-data TLV type that carries Rule.Hash. nft ignores TLV types
+// it does not know and shows only the comment.
+const ruleHashType userdata.Type = 0xbe
+
+func (n *Netlink) conn() (*nftables.Conn, error) {
+	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		err = raw.Control(func(fd uintptr) {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer); e != nil {
+				serr = e
+				return
+			}
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	})}
+	if n.NetNSFd != 0 {
+		opts = append(opts, nftables.WithNetNSFd(n.NetNSFd))
+	}
+	return nftables.New(opts...)
+}
+
+// Apply sends the transaction as one netlink batch.
+func (n *Netlink) Apply(tx *Tx) error {
+	if tx.Empty() {
+		return nil
+	}
+	c, err := n.conn()
+	if err != nil {
+		return fmt.Errorf("open netlink: %w", err)
+	}
+	t := &nftables.Table{Family: nftables.TableFamily(tx.Family), Name: tx.Table}
+	c.AddTable(t)
+	sets := map[string]*nftables.Set{}
+	for _, s := range tx.AddSets {
+		ns, err := netlinkSet(t, s)
+		if err != nil {
+			return err
+		}
+		if err := c.AddSet(ns, nil); err != nil {
+			return fmt.Errorf("add set %s: %w", s.Name, err)
+		}
+		sets[s.Name] = ns
+	}
+	ctx := &encCtx{family: tx.Family, setID: func(name string) uint32 {
+		if s, ok := sets[name]; ok {
+			return s.ID
+		}
+		return 0
+	}}
+	for _, ch := range tx.NewChains {
+		c.AddChain(netlinkChain(t, ch))
+	}
+	if err := sendElements(c, t, tx.DelElements, false); err != nil {
+		return err
+	}
+	for _, ch := range tx.Chains {
+		nc := &nftables.Chain{Table: t, Name: ch.Name}
+		c.FlushChain(nc)
+		for _, r := range ch.Rules {
+			c.AddRule(&nftables.Rule{Table: t, Chain: nc, Exprs: ruleExprs(ctx, r), UserData: ruleUserData(r)})
+		}
+	}
+	if err := sendElements(c, t, tx.AddElements, true); err != nil {
+		return err
+	}
+	for _, name := range tx.DelChains {
+		c.FlushChain(&nftables.Chain{Table: t, Name: name})
+		c.DelChain(&nftables.Chain{Table: t, Name: name})
+	}
+	for _, name := range tx.DelSets {
+		c.DelSet(&nftables.Set{Table: t, Name: name})
+	}
+	if err := c.Flush(); err != nil {
+		if errors.Is(err, syscall.ENOBUFS) {
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
+	var out []expr.Any
+	for _, s := range r.Stmts {
+		out = append(out, s.exprs(ctx)...)
+	}
+	return out
+}
+
+func ruleUserData(r Rule) []byte {
+	var ud []byte
+	if r.Comment != "" {
+		ud = userdata.AppendString(ud, userdata.TypeComment, r.Comment)
+	}
+	h := r.Hash()
+	return userdata.Append(ud, ruleHashType, []byte{byte(h >> 56), byte(h >> 48), byte(h >> 40), byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)})
+}
+
+func ruleHashOf(ud []byte) uint64 {
+	b := userdata.Get(ud, ruleHashType)
+	var h uint64
+	for _, x := range b {
+		h = h<<8 | uint64(x)
+	}
+	return h
+}
+
+// sendElements batches elements per set, a bounded number per message.
+func sendElements(c *nftables.Conn, t *nftables.Table, elems []Element, add bool) error {
+	bySet := map[string][]nftables.SetElement{}
+	var order []string
+	for _, e := range elems {
+		if _, ok := bySet[e.Set]; !ok {
+			order = append(order, e.Set)
+		}
+		bySet[e.Set] = append(bySet[e.Set], netlinkElement(e))
+	}
+	for _, name := range order {
+		// Only the name, table and timeout flag of the set matter for element messages.
+		s := &nftables.Set{Table: t, Name: name, HasTimeout: true}
+		all := bySet[name]
+		for len(all) > 0 {
+			n := min(len(all), elementsPerMessage)
+			var err error
+			if add {
+				err = c.SetAddElements(s, all[:n])
+			} else {
+				err = c.SetDeleteElements(s, all[:n])
+			}
+			if err != nil {
+				return fmt.Errorf("elements of set %s: %w", name, err)
+			}
+			all = all[n:]
+		}
+	}
+	return nil
+}
+
+func netlinkElement(e Element) nftables.SetElement {
+	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout}
+	switch {
+	case e.Verdict != nil:
+		el.VerdictData = e.Verdict.expr()
+	case len(e.Data) > 0:
+		el.Val = concatBytes(e.Data)
+	}
+	return el
+}
+
+var setDatatypes = map[DataType]nftables.SetDatatype{
+	TypeIPv4Addr:    nftables.TypeIPAddr,
+	TypeIPv6Addr:    nftables.TypeIP6Addr,
+	TypeInetProto:   nftables.TypeInetProto,
+	TypeInetService: nftables.TypeInetService,
+	TypeMark:        nftables.TypeMark,
+}
+
+func datatypeOf(ts []DataType) (nftables.SetDatatype, error) {
+	if len(ts) == 1 {
+		return setDatatypes[ts[0]], nil
+	}
+	parts := make([]nftables.SetDatatype, len(ts))
+	for i, t := range ts {
+		parts[i] = setDatatypes[t]
+	}
+	return nftables.ConcatSetType(parts...)
+}
+
+func netlinkSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
+	key, err := datatypeOf(s.Key)
+	if err != nil {
+		return nil, fmt.Errorf("set %s key: %w", s.Name, err)
+	}
+	ns := &nftables.Set{Table: t, Name: s.Name, KeyType: key, Concatenation: len(s.Key) > 1,
+		Dynamic: s.Dynamic, HasTimeout: s.Timeout, Size: s.Size, IsMap: s.IsMap()}
+	switch {
+	case s.Verdict:
+		ns.DataType = nftables.TypeVerdict
+	case len(s.Data) > 0:
+		if ns.DataType, err = datatypeOf(s.Data); err != nil {
+			return nil, fmt.Errorf("set %s data: %w", s.Name, err)
+		}
+	}
+	return ns, nil
+}
+
+var hooks = map[string]nftables.ChainHook{
+	"prerouting":  *nftables.ChainHookPrerouting,
+	"input":       *nftables.ChainHookInput,
+	"forward":     *nftables.ChainHookForward,
+	"output":      *nftables.ChainHookOutput,
+	"postrouting": *nftables.ChainHookPostrouting,
+}
+
+func netlinkChain(t *nftables.Table, c *Chain) *nftables.Chain {
+	nc := &nftables.Chain{Table: t, Name: c.Name}
+	if c.Hook != nil {
+		h := hooks[c.Hook.Hook]
+		p := nftables.ChainPriority(c.Hook.Priority)
+		accept := nftables.ChainPolicyAccept
+		nc.Hooknum, nc.Priority, nc.Type, nc.Policy = &h, &p, nftables.ChainType(c.Hook.Type), &accept
+	}
+	return nc
+}

@@ -1,0 +1,100 @@
+package nft
+
+import "sort"
+
+// Tx is one atomic transaction, applied in this order: create the table, sets and new
+// chains; delete stale elements; replace the rules of changed chains; add elements
+// (after the rules, so that binding a rule to a map walks as few elements as possible);
+// delete chains nothing references any more; delete stale sets.
+type Tx struct {
+	Family      Family
+	Table       string
+	AddSets     []*Set
+	NewChains   []*Chain // chains that do not exist yet (their rules are in Chains too)
+	DelElements []Element
+	Chains      []*Chain // chains whose rules are replaced (flush, then add)
+	AddElements []Element
+	DelChains   []string
+	DelSets     []string
+}
+
+// Empty reports whether the transaction changes nothing.
+func (t *Tx) Empty() bool {
+	return len(t.AddSets)+len(t.NewChains)+len(t.DelElements)+len(t.Chains)+len(t.AddElements)+len(t.DelChains)+len(t.DelSets) == 0
+}
+
+// Size counts the objects the transaction touches, for logs and metrics.
+func (t *Tx) Size() int {
+	n := len(t.AddSets) + len(t.NewChains) + len(t.DelElements) + len(t.AddElements) + len(t.DelChains) + len(t.DelSets)
+	for _, c := range t.Chains {
+		n += 1 + len(c.Rules)
+	}
+	return n
+}
+
+// Plan returns the transaction that turns the kernel's view into the desired ruleset,
+// comparing only what changed in the ruleset since the last Plan (or everything after
+// a full resync). It does not change v; call Commit after the kernel accepted it.
+func Plan(desired *Ruleset, v *View) *Tx {
+	tx := &Tx{Family: desired.Family, Table: desired.Table}
+	for _, name := range sortedKeys(desired.Sets) {
+		s := desired.Sets[name]
+		if cur, ok := v.Sets[name]; !ok || !setsEqual(cur, s) {
+			tx.AddSets = append(tx.AddSets, s)
+		}
+	}
+	chains, elems := desired.takeDirty()
+	for _, name := range sortedKeys(chains) {
+		want, wanted := desired.Chains[name]
+		cur, exists := v.Chains[name]
+		switch {
+		case wanted && !exists:
+			tx.NewChains = append(tx.NewChains, want)
+			tx.Chains = append(tx.Chains, want)
+		case wanted && !cur.equal(want):
+			tx.Chains = append(tx.Chains, want)
+		case !wanted && exists:
+			tx.DelChains = append(tx.DelChains, name)
+		}
+	}
+	for _, id := range sortedKeys(elems) {
+		want, wanted := desired.elements[id]
+		cur, exists := v.Elements[id]
+		if exists && (!wanted || !elementsEqual(cur, want)) {
+			tx.DelElements = append(tx.DelElements, cur)
+		}
+		if wanted && (!exists || !elementsEqual(cur, want)) {
+			tx.AddElements = append(tx.AddElements, want)
+		}
+	}
+	for _, name := range sortedKeys(v.Sets) {
+		if _, ok := desired.Sets[name]; !ok {
+			tx.DelSets = append(tx.DelSets, name)
+		}
+	}
+	sort.SliceStable(tx.NewChains, func(i, j int) bool { return tx.NewChains[i].Hook == nil && tx.NewChains[j].Hook != nil })
+	return tx
+}
+
+// PlanFull compares everything, for the first sync and for periodic resyncs.
+func PlanFull(desired *Ruleset, v *View) *Tx {
+	desired.markAllDirty(v)
+	return Plan(desired, v)
+}
+
+// Requeue marks the transaction's keys dirty again after the kernel refused it, so that
+// the next Plan retries them.
+func (r *Ruleset) Requeue(tx *Tx) {
+	for _, c := range tx.Chains {
+		r.dirtyChains[c.Name] = struct{}{}
+	}
+	for _, c := range tx.DelChains {
+		r.dirtyChains[c] = struct{}{}
+	}
+	for _, e := range tx.AddElements {
+		r.dirtyElems[e.ID()] = struct{}{}
+	}
+	for _, e := range tx.DelElements {
+		r.dirtyElems[e.ID()] = struct{}{}
+	}
+}

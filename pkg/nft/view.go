@@ -1,0 +1,74 @@
+package nft
+
+// View is what the kernel holds in svcproxy's table, as far as diffs need to know:
+// set definitions, chains with the hashes of their rules, and the elements of
+// non-dynamic sets. It is read from the kernel on start and on resync, and kept up to
+// date in memory after every successful transaction.
+type View struct {
+	TableExists bool
+	Sets        map[string]*Set
+	Chains      map[string]ChainView
+	Elements    map[string]Element
+}
+
+// ChainView is a chain as the kernel holds it.
+type ChainView struct {
+	Hook  *ChainHook
+	Rules []uint64 // Rule.Hash of each rule, in order
+}
+
+// NewView returns the view of a table that does not exist.
+func NewView() *View {
+	return &View{Sets: map[string]*Set{}, Chains: map[string]ChainView{}, Elements: map[string]Element{}}
+}
+
+func chainViewOf(c *Chain) ChainView {
+	v := ChainView{Hook: c.Hook, Rules: make([]uint64, len(c.Rules))}
+	for i, r := range c.Rules {
+		v.Rules[i] = r.Hash()
+	}
+	return v
+}
+
+func (v ChainView) equal(c *Chain) bool {
+	if (v.Hook == nil) != (c.Hook == nil) || (v.Hook != nil && *v.Hook != *c.Hook) || len(v.Rules) != len(c.Rules) {
+		return false
+	}
+	for i, r := range c.Rules {
+		if v.Rules[i] != r.Hash() {
+			return false
+		}
+	}
+	return true
+}
+
+// commit records a transaction that the kernel accepted.
+func (v *View) commit(tx *Tx) {
+	v.TableExists = true
+	for _, s := range tx.AddSets {
+		v.Sets[s.Name] = s
+	}
+	for _, e := range tx.DelElements {
+		delete(v.Elements, e.ID())
+	}
+	for _, c := range tx.DelChains {
+		delete(v.Chains, c)
+	}
+	for _, c := range tx.Chains {
+		v.Chains[c.Name] = chainViewOf(c)
+	}
+	for _, e := range tx.AddElements {
+		v.Elements[e.ID()] = e
+	}
+	for _, s := range tx.DelSets {
+		delete(v.Sets, s)
+	}
+}
+
+func setsEqual(a, b *Set) bool {
+	if a.Name != b.Name || a.Verdict != b.Verdict || a.Dynamic != b.Dynamic || a.Timeout != b.Timeout ||
+		typesText(a.Key) != typesText(b.Key) || typesText(a.Data) != typesText(b.Data) {
+		return false
+	}
+	return a.Size == 0 || b.Size == 0 || a.Size == b.Size
+}
