@@ -84,7 +84,7 @@ func TestKernelListingMatchesText(t *testing.T) {
 	if err := k.Apply(tx); err != nil {
 		t.Fatalf("apply incremental: %v", err)
 	}
-	v.commit(tx)
+	v.Commit(tx)
 	got = NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))
 	if got != r.Text() {
 		t.Fatalf("after incremental apply\n--- nft\n%s\n--- Text\n%s", got, r.Text())

@@ -42,8 +42,8 @@ func (v ChainView) equal(c *Chain) bool {
 	return true
 }
 
-// commit records a transaction that the kernel accepted.
-func (v *View) commit(tx *Tx) {
+// Commit records a transaction that the kernel accepted.
+func (v *View) Commit(tx *Tx) {
 	v.TableExists = true
 	for _, s := range tx.AddSets {
 		v.Sets[s.Name] = s

@@ -1,0 +1,200 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Fake is an in-memory Kernel for tests of the sync loop. It checks what the kernel
+// would refuse (references to missing chains and sets, deleting what does not exist,
+// deleting a chain that is still referenced) and can be told to fail.
+type Fake struct {
+	mu      sync.Mutex
+	tables  map[string]*fakeTable
+	applied int
+	// FailNext makes the next n Apply calls fail without changing anything.
+	FailNext int
+}
+
+type fakeTable struct {
+	view   *View
+	chains map[string]*Chain
+}
+
+var _ Kernel = &Fake{}
+
+// NewFake returns an empty fake kernel.
+func NewFake() *Fake { return &Fake{tables: map[string]*fakeTable{}} }
+
+func fakeKey(f Family, t string) string { return f.String() + " " + t }
+
+// Applied counts the transactions the fake accepted.
+func (f *Fake) Applied() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// Apply validates tx against a copy of the table and swaps it in only if all of it
+// is valid, as the kernel's transactions do.
+func (f *Fake) Apply(tx *Tx) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.FailNext > 0 {
+		f.FailNext--
+		return errors.New("fake: injected failure")
+	}
+	cur := f.tables[fakeKey(tx.Family, tx.Table)]
+	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}}
+	if cur != nil {
+		for k, v := range cur.view.Sets {
+			next.view.Sets[k] = v
+		}
+		for k, v := range cur.view.Elements {
+			next.view.Elements[k] = v
+		}
+		for k, v := range cur.view.Chains {
+			next.view.Chains[k] = v
+		}
+		for k, v := range cur.chains {
+			next.chains[k] = v
+		}
+	}
+	v := next.view
+	for _, s := range tx.AddSets {
+		if old, ok := v.Sets[s.Name]; ok && !setsEqual(old, s) {
+			return fmt.Errorf("fake: set %s exists with another definition", s.Name)
+		}
+		v.Sets[s.Name] = s
+	}
+	for _, c := range tx.NewChains {
+		v.Chains[c.Name] = ChainView{Hook: c.Hook}
+	}
+	for _, e := range tx.DelElements {
+		if _, ok := v.Elements[e.ID()]; !ok {
+			return fmt.Errorf("fake: delete missing element %s in %s", e, e.Set)
+		}
+		delete(v.Elements, e.ID())
+	}
+	for _, c := range tx.Chains {
+		if _, ok := v.Chains[c.Name]; !ok {
+			return fmt.Errorf("fake: rules for missing chain %s", c.Name)
+		}
+		v.Chains[c.Name] = chainViewOf(c)
+		next.chains[c.Name] = c
+	}
+	for _, e := range tx.AddElements {
+		if _, ok := v.Sets[e.Set]; !ok {
+			return fmt.Errorf("fake: element for missing set %s", e.Set)
+		}
+		if _, ok := v.Elements[e.ID()]; ok {
+			return fmt.Errorf("fake: element %s exists in %s", e, e.Set)
+		}
+		if e.Verdict != nil && e.Verdict.Chain != "" {
+			if _, ok := v.Chains[e.Verdict.Chain]; !ok {
+				return fmt.Errorf("fake: element %s refers to missing chain", e)
+			}
+		}
+		v.Elements[e.ID()] = e
+	}
+	for _, name := range tx.DelChains {
+		if _, ok := v.Chains[name]; !ok {
+			return fmt.Errorf("fake: delete missing chain %s", name)
+		}
+		delete(v.Chains, name)
+		delete(next.chains, name)
+	}
+	if err := next.checkReferences(); err != nil {
+		return err
+	}
+	for _, name := range tx.DelSets {
+		delete(v.Sets, name)
+	}
+	v.TableExists = true
+	f.tables[fakeKey(tx.Family, tx.Table)] = next
+	f.applied++
+	return nil
+}
+
+func (t *fakeTable) checkReferences() error {
+	for _, e := range t.view.Elements {
+		if e.Verdict != nil && e.Verdict.Chain != "" {
+			if _, ok := t.view.Chains[e.Verdict.Chain]; !ok {
+				return fmt.Errorf("fake: chain %s deleted but element %s still refers to it", e.Verdict.Chain, e)
+			}
+		}
+	}
+	for _, c := range t.chains {
+		for _, r := range c.Rules {
+			for _, s := range r.Stmts {
+				if v, ok := s.(Verdict); ok && v.Chain != "" {
+					if _, ok := t.view.Chains[v.Chain]; !ok {
+						return fmt.Errorf("fake: rule in %s jumps to missing chain %s", c.Name, v.Chain)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Read returns a copy of the table's view.
+func (f *Fake) Read(family Family, table string) (*View, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := NewView()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil {
+		return out, nil
+	}
+	out.TableExists = true
+	for k, v := range t.view.Sets {
+		out.Sets[k] = v
+	}
+	for k, v := range t.view.Elements {
+		out.Elements[k] = v
+	}
+	for k, v := range t.view.Chains {
+		out.Chains[k] = v
+	}
+	return out, nil
+}
+
+// DeleteTable removes the table.
+func (f *Fake) DeleteTable(family Family, table string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tables, fakeKey(family, table))
+	return nil
+}
+
+// Chain returns the rules the fake holds for a chain (tests).
+func (f *Fake) Chain(family Family, table, chain string) (*Chain, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil {
+		return nil, false
+	}
+	c, ok := t.chains[chain]
+	return c, ok
+}
+
+// Tamper deletes a chain behind the proxy's back (drift tests). Elements that
+// refer to it are removed too, as the kernel would insist.
+func (f *Fake) Tamper(family Family, table, chain string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil {
+		return
+	}
+	delete(t.chains, chain)
+	delete(t.view.Chains, chain)
+	for id, e := range t.view.Elements {
+		if e.Verdict != nil && e.Verdict.Chain == chain {
+			delete(t.view.Elements, id)
+		}
+	}
+}
