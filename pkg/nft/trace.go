@@ -1,0 +1,352 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// Packet is the first packet of a new connection, as the tracer sees it.
+type Packet struct {
+	Src, Dst netip.Addr
+	Proto    uint8
+	DPort    uint16
+	// Local marks traffic originated on the node (the output hook) rather than routed
+	// through it (prerouting).
+	Local bool
+}
+
+// Outcome is one way a packet can leave the table's NAT hooks.
+type Outcome struct {
+	// DNAT is the new destination, if any.
+	DNAT netip.AddrPort
+	// Reject and Drop end the connection attempt.
+	Reject, Drop bool
+	// Masquerade is set when postrouting masquerades the connection.
+	Masquerade bool
+}
+
+func (o Outcome) String() string {
+	s := "accept"
+	switch {
+	case o.Reject:
+		s = "reject"
+	case o.Drop:
+		s = "drop"
+	case o.DNAT.IsValid():
+		s = "dnat " + o.DNAT.String()
+	}
+	if o.Masquerade {
+		s += " masquerade"
+	}
+	return s
+}
+
+// Affinity is the content of dynamic sets the tracer should assume: set name to the
+// keys present (as Element.ID()).
+type Affinity map[string]bool
+
+// Trace returns every outcome a new connection can have, exploring both sides of
+// each random choice, sorted and deduplicated. It answers "where can this go" from
+// the ruleset value alone, so render tests check behaviour rather than text.
+func Trace(r *Ruleset, p Packet, dyn Affinity) ([]Outcome, error) {
+	t := &tracer{r: r, dyn: dyn}
+	hook := "prerouting"
+	if p.Local {
+		hook = "output"
+	}
+	pre, err := t.hookOutcomes("nat", hook, state{pkt: p})
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	for _, s := range pre {
+		o := Outcome{DNAT: s.dnat, Reject: s.end == endReject, Drop: s.end == endDrop}
+		if o.Reject || o.Drop {
+			out = append(out, o)
+			continue
+		}
+		post := s
+		post.end, post.stack = endNone, nil
+		if s.dnat.IsValid() {
+			post.pkt.Dst, post.pkt.DPort = s.dnat.Addr(), s.dnat.Port()
+		}
+		posts, err := t.hookOutcomes("nat", "postrouting", post)
+		if err != nil {
+			return nil, err
+		}
+		for _, ps := range posts {
+			o.Masquerade = ps.masq
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b Outcome) int {
+		if c := a.DNAT.Compare(b.DNAT); c != 0 {
+			return c
+		}
+		return compareStrings(a.String(), b.String())
+	})
+	return slices.Compact(out), nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+type end int
+
+const (
+	endNone end = iota
+	endAccept
+	endReject
+	endDrop
+)
+
+type state struct {
+	pkt   Packet
+	mark  uint32
+	dnat  netip.AddrPort
+	masq  bool
+	end   end
+	stack []string // return addresses for jump
+}
+
+type tracer struct {
+	r     *Ruleset
+	dyn   Affinity
+	steps int
+}
+
+func (t *tracer) hookOutcomes(typ, hook string, s state) ([]state, error) {
+	var out []state
+	for _, name := range sortedKeys(t.r.Chains) {
+		c := t.r.Chains[name]
+		if c.Hook == nil || c.Hook.Type != typ || c.Hook.Hook != hook {
+			continue
+		}
+		res, err := t.chain(c, 0, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	if len(out) == 0 {
+		out = []state{s}
+	}
+	return out, nil
+}
+
+// chain evaluates chain c from rule i and returns the terminal states.
+func (t *tracer) chain(c *Chain, i int, s state) ([]state, error) {
+	if t.steps++; t.steps > 100000 {
+		return nil, fmt.Errorf("trace: too many steps (loop?) in chain %s", c.Name)
+	}
+	if i >= len(c.Rules) {
+		return t.ret(s)
+	}
+	branches, err := t.rule(c.Rules[i].Stmts, s)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s rule %d: %w", c.Name, i, err)
+	}
+	var out []state
+	for _, b := range branches {
+		var res []state
+		switch {
+		case b.next == nextRule:
+			res, err = t.chain(c, i+1, b.s)
+		case b.next == nextDone:
+			res = []state{b.s}
+		case b.next == nextReturn:
+			res, err = t.ret(b.s)
+		case b.next == nextJump || b.next == nextGoto:
+			target, ok := t.r.Chains[b.chain]
+			if !ok {
+				return nil, fmt.Errorf("jump to missing chain %s", b.chain)
+			}
+			ns := b.s
+			if b.next == nextJump {
+				ns.stack = append(slices.Clone(ns.stack), fmt.Sprintf("%s\x00%d", c.Name, i+1))
+			}
+			res, err = t.chain(target, 0, ns)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// ret continues after the jump that led here, or ends the base chain (policy accept).
+func (t *tracer) ret(s state) ([]state, error) {
+	if len(s.stack) == 0 {
+		s.end = endAccept
+		return []state{s}, nil
+	}
+	top := s.stack[len(s.stack)-1]
+	s.stack = s.stack[:len(s.stack)-1]
+	var name string
+	var idx int
+	for j := 0; j < len(top); j++ {
+		if top[j] == 0 {
+			name = top[:j]
+			fmt.Sscan(top[j+1:], &idx)
+		}
+	}
+	return t.chain(t.r.Chains[name], idx, s)
+}
+
+type next int
+
+const (
+	nextRule next = iota
+	nextDone
+	nextReturn
+	nextJump
+	nextGoto
+)
+
+type branch struct {
+	s     state
+	next  next
+	chain string
+}
+
+// rule evaluates statements; random choices fork the state.
+func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
+	if len(stmts) == 0 {
+		return []branch{{s: s, next: nextRule}}, nil
+	}
+	rest := stmts[1:]
+	cont := func(ok bool, s state) ([]branch, error) {
+		if !ok {
+			return []branch{{s: s, next: nextRule}}, nil
+		}
+		return t.rule(rest, s)
+	}
+	switch st := stmts[0].(type) {
+	case Match:
+		d, err := t.value(F(st.Field), s)
+		if err != nil {
+			return nil, err
+		}
+		return cont((string(d.Bytes) == string(st.Value.Bytes)) != st.Negate, s)
+	case MatchPrefix:
+		d, err := t.value(F(st.Field), s)
+		if err != nil {
+			return nil, err
+		}
+		a, _ := netip.AddrFromSlice(d.Bytes)
+		return cont(st.Prefix.Masked().Contains(a) != st.Negate, s)
+	case Lookup:
+		id, err := t.key(st.Set, st.Key, s)
+		if err != nil {
+			return nil, err
+		}
+		present := t.dyn[id]
+		if set := t.r.Sets[st.Set]; set != nil && !set.Dynamic {
+			_, present = t.r.Element(id)
+		}
+		return cont(present != st.Negate, s)
+	case VMap:
+		id, err := t.key(st.Map, fieldOperands(st.Key), s)
+		if err != nil {
+			return nil, err
+		}
+		e, ok := t.r.Element(id)
+		if !ok || e.Verdict == nil {
+			return []branch{{s: s, next: nextRule}}, nil
+		}
+		return t.verdict(*e.Verdict, s), nil
+	case Numgen:
+		if st.Mod <= 1 {
+			return cont(st.Value == 0, s)
+		}
+		hit, err := t.rule(rest, s)
+		if err != nil {
+			return nil, err
+		}
+		return append(hit, branch{s: s, next: nextRule}), nil
+	case Update:
+		return t.rule(rest, s)
+	case DNAT:
+		s.dnat = netip.AddrPortFrom(st.Addr, st.Port)
+		return []branch{{s: s, next: nextDone}}, nil
+	case Masquerade:
+		s.masq = true
+		return []branch{{s: s, next: nextDone}}, nil
+	case MarkOr:
+		s.mark |= st.Bits
+		return t.rule(rest, s)
+	case MarkXor:
+		s.mark ^= st.Bits
+		return t.rule(rest, s)
+	case MarkMatch:
+		return cont(s.mark&st.Mask == st.Value, s)
+	case CtStatusDNAT:
+		return cont(s.dnat.IsValid(), s)
+	case Reject:
+		s.end = endReject
+		return []branch{{s: s, next: nextDone}}, nil
+	case Verdict:
+		return t.verdict(st, s), nil
+	}
+	return nil, fmt.Errorf("trace: statement %T not supported", stmts[0])
+}
+
+func (t *tracer) verdict(v Verdict, s state) []branch {
+	switch v.Kind {
+	case Accept:
+		s.end = endAccept
+		return []branch{{s: s, next: nextDone}}
+	case Drop:
+		s.end = endDrop
+		return []branch{{s: s, next: nextDone}}
+	case Return:
+		return []branch{{s: s, next: nextReturn}}
+	case Jump:
+		return []branch{{s: s, next: nextJump, chain: v.Chain}}
+	}
+	return []branch{{s: s, next: nextGoto, chain: v.Chain}}
+}
+
+func (t *tracer) key(set string, ops []Operand, s state) (string, error) {
+	ds := make([]Datum, len(ops))
+	for i, o := range ops {
+		d, err := t.value(o, s)
+		if err != nil {
+			return "", err
+		}
+		ds[i] = d
+	}
+	return Element{Set: set, Key: ds}.ID(), nil
+}
+
+func (t *tracer) value(o Operand, s state) (Datum, error) {
+	if o.Const != nil {
+		return *o.Const, nil
+	}
+	switch o.Field {
+	case FieldIPSaddr, FieldIP6Saddr:
+		return IP(s.pkt.Src), nil
+	case FieldIPDaddr, FieldIP6Daddr:
+		return IP(s.pkt.Dst), nil
+	case FieldL4Proto:
+		return Proto(s.pkt.Proto), nil
+	case FieldThDport:
+		return Port(s.pkt.DPort), nil
+	case FieldMark:
+		return Mark(s.mark), nil
+	}
+	return Datum{}, fmt.Errorf("trace: field %v not supported", o.Field)
+}
+
+// AffinityEntry returns the dynamic-set ID a lookup with these values would test, so
+// tests can seed Affinity.
+func AffinityEntry(set string, key ...Datum) string { return Element{Set: set, Key: key}.ID() }

@@ -1,0 +1,99 @@
+// Package proxy turns Services and their endpoints into svcproxy's nftables table and
+// keeps the kernel in step with the cluster: policy (how a Service becomes rules) and
+// the sync loop. pkg/endpoints knows Kubernetes; pkg/nft knows nftables; this joins
+// them.
+package proxy
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// Names of the objects in svcproxy's table. The table is svcproxy's alone: nothing
+// outside it is ever touched.
+const (
+	TableName = "svcproxy"
+
+	setClusterIPs = "cluster-ips" // every ClusterIP: wrong-port reject, masquerade checks
+	mapServiceIPs = "service-ips" // ClusterIP . proto . port : goto svc-chain
+	setHairpin    = "hairpin"     // endpoint . endpoint: a pod reaching itself via its Service
+	setAffinity   = "affinity"    // client . ClusterIP . port . endpoint . endpoint port (ClientIP affinity)
+
+	chainPrerouting  = "nat-prerouting"
+	chainOutput      = "nat-output"
+	chainPostrouting = "nat-postrouting"
+	chainServices    = "services"
+
+	// masqueradeBit is kube-proxy's masquerade mark bit (--iptables-masquerade-bit 14).
+	masqueradeBit uint32 = 1 << 14
+
+	// affinitySetSize bounds the kernel memory of ClientIP affinity entries
+	// (kube-proxy's per-endpoint sets hold 65535 each).
+	affinitySetSize = 1 << 20
+)
+
+// Options are the policy knobs that shape the whole table.
+type Options struct {
+	// ClusterCIDR, when valid, masquerades service traffic from outside it
+	// (kube-proxy --cluster-cidr).
+	ClusterCIDR netip.Prefix
+	// MasqueradeAll masquerades all service traffic (kube-proxy --masquerade-all).
+	MasqueradeAll bool
+}
+
+// DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
+const DefaultAffinityTimeout = 10800 * time.Second
+
+// Sets returns the table's sets and maps.
+func Sets() []*nft.Set {
+	return []*nft.Set{
+		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
+		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
+		{Name: setHairpin, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
+		{Name: setAffinity, Key: affinityKeyTypes, Dynamic: true, Timeout: true, Size: affinitySetSize},
+	}
+}
+
+// affinityKeyTypes: client, ClusterIP, service port, endpoint, endpoint port. The
+// protocol is left out because concatenations hold at most five types; a TCP and a
+// UDP port with the same number share stickiness only towards the same endpoint.
+var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}
+
+// NewRuleset returns the desired table with its fixed skeleton and no Services.
+func NewRuleset(o Options) *nft.Ruleset {
+	r := nft.NewRuleset(nft.FamilyIPv4, TableName, Sets()...)
+	r.SetFragment("skeleton", Skeleton(o))
+	return r
+}
+
+// Skeleton is the part of the table that does not depend on Services: base chains
+// hooking NAT, the dispatch chain, masquerading.
+func Skeleton(o Options) nft.Fragment {
+	jumpServices := []nft.Rule{{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Jump, Chain: chainServices}}}}
+	clusterIP := nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPDaddr)}, Set: setClusterIPs}
+	var services []nft.Rule
+	switch {
+	case o.MasqueradeAll:
+		services = append(services, nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.MarkOr{Bits: masqueradeBit}}})
+	case o.ClusterCIDR.IsValid():
+		services = append(services, nft.Rule{Stmts: []nft.Stmt{
+			nft.MatchPrefix{Field: nft.FieldIPSaddr, Negate: true, Prefix: o.ClusterCIDR}, clusterIP, nft.MarkOr{Bits: masqueradeBit}}})
+	}
+	services = append(services,
+		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: []nft.Field{nft.FieldIPDaddr, nft.FieldL4Proto, nft.FieldThDport}, Map: mapServiceIPs}}},
+		// Only ports the Service has are proxied; ping gets no answer, other ports a reject.
+		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Match{Field: nft.FieldL4Proto, Value: nft.Proto(nft.ProtoICMP)}, nft.Verdict{Kind: nft.Drop}}},
+		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Reject{}}, Comment: "no such service port"},
+	)
+	return nft.Fragment{Chains: []*nft.Chain{
+		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
+		{Name: chainOutput, Hook: &nft.ChainHook{Type: "nat", Hook: "output", Priority: -100}, Rules: jumpServices},
+		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: []nft.Rule{
+			{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
+			{Stmts: []nft.Stmt{nft.CtStatusDNAT{}, nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: setHairpin}, nft.Masquerade{FullyRandom: true}}},
+		}},
+		{Name: chainServices, Rules: services},
+	}}
+}

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"strings"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// ServiceOwner is the ruleset fragment owner for a Service.
+func ServiceOwner(k endpoints.ServiceKey) string { return "svc:" + k.String() }
+
+// ChainName is the per-service-port chain. It is keyed by port name, not number, so
+// that a port renumbering only moves a map element.
+func ChainName(n endpoints.ServicePortName) string {
+	return "svc-" + n.Namespace + "/" + n.Name + "/" + strings.ToLower(n.Protocol) + "/" + n.Port
+}
+
+var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "SCTP": nft.ProtoSCTP}
+
+// RenderService returns one Service's part of the table: per port, a chain that picks
+// an endpoint, the dispatch element that leads to it, and the ClusterIP and hairpin
+// elements. It is a pure function of its arguments.
+//
+// Endpoint choice uses a cascade "numgen random mod (n-k) 0" so that each of n
+// endpoints gets 1/n of new connections without anonymous sets or endpoint chains:
+// when endpoints change only this chain's rules are replaced and no goto is added,
+// which keeps the kernel from re-validating the whole table.
+func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) nft.Fragment {
+	var f nft.Fragment
+	for _, sp := range ports {
+		proto, ok := protoNumbers[sp.Name.Protocol]
+		if !ok || !sp.ClusterIP.Is4() || sp.Port == 0 {
+			continue // the tracker already reported it; never emit a rule the kernel may refuse
+		}
+		usable := endpoints.UsableEndpoints(eps[sp.Name])
+		chain := ChainName(sp.Name)
+		f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: portRules(sp, proto, usable)})
+		f.Elements = append(f.Elements,
+			nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}},
+			nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
+				Verdict: &nft.Verdict{Kind: nft.Goto, Chain: chain}})
+		for _, e := range usable {
+			f.Elements = append(f.Elements, nft.Element{Set: setHairpin, Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+		}
+	}
+	return f
+}
+
+func portRules(sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint) []nft.Rule {
+	var usable []endpoints.Endpoint
+	for _, e := range eps {
+		if e.Addr.Is4() && e.Port != 0 {
+			usable = append(usable, e)
+		}
+	}
+	if len(usable) == 0 {
+		return []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{TCPReset: proto == nft.ProtoTCP}}, Comment: sp.Name.String() + " has no endpoints"}}
+	}
+	var rules []nft.Rule
+	timeout := sp.AffinityTimeout
+	if timeout <= 0 {
+		timeout = DefaultAffinityTimeout // a zero dynset timeout would mean "never expire"
+	}
+	if sp.SessionAffinity {
+		// A client seen within the timeout goes back to its endpoint while that
+		// endpoint exists; removing an endpoint removes its rule, so stale entries
+		// can never send traffic anywhere.
+		for _, e := range usable {
+			key := affinityKey(e)
+			rules = append(rules, nft.Rule{Stmts: []nft.Stmt{
+				nft.Lookup{Key: key, Set: setAffinity},
+				nft.Update{Set: setAffinity, Key: key, Timeout: timeout},
+				nft.DNAT{Addr: e.Addr, Port: e.Port},
+			}})
+		}
+	}
+	n := len(usable)
+	for k, e := range usable {
+		var stmts []nft.Stmt
+		if k < n-1 {
+			stmts = append(stmts, nft.Numgen{Mod: uint32(n - k), Value: 0})
+		}
+		if sp.SessionAffinity {
+			stmts = append(stmts, nft.Update{Set: setAffinity, Key: affinityKey(e), Timeout: timeout})
+		}
+		rules = append(rules, nft.Rule{Stmts: append(stmts, nft.DNAT{Addr: e.Addr, Port: e.Port})})
+	}
+	return rules
+}
+
+func affinityKey(e endpoints.Endpoint) []nft.Operand {
+	return []nft.Operand{
+		nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport),
+		nft.C(nft.IP(e.Addr)), nft.C(nft.Port(e.Port)),
+	}
+}

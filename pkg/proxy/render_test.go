@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/deploy"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/manifests"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// seedSnapshot renders the embedded seed example through the real tracker.
+func seedSnapshot(t *testing.T) endpoints.Snapshot {
+	t.Helper()
+	objs, err := manifests.Load(deploy.Examples, "examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	for _, s := range objs.Services {
+		tr.OnServiceAdd(s)
+	}
+	for _, s := range objs.EndpointSlices {
+		tr.OnEndpointSliceAdd(s)
+	}
+	snap, _, _ := tr.Take()
+	return snap
+}
+
+func TestRenderSeedGolden(t *testing.T) {
+	got := RenderAll(seedSnapshot(t), Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}).Text()
+	const golden = "testdata/my-nginx.nft"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/proxy -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("render differs from %s:\n%s", golden, got)
+	}
+}
+
+var (
+	clusterIP = netip.MustParseAddr("10.96.0.10")
+	ep1       = netip.MustParseAddr("10.244.1.2")
+	ep2       = netip.MustParseAddr("10.244.1.3")
+	ep3       = netip.MustParseAddr("10.244.2.2")
+	client    = netip.MustParseAddr("10.244.2.9")
+	outsider  = netip.MustParseAddr("172.18.0.1")
+)
+
+func port(name string, proto string, p uint16) endpoints.ServicePort {
+	return endpoints.ServicePort{Name: endpoints.ServicePortName{Namespace: "ns", Name: "web", Port: name, Protocol: proto}, ClusterIP: clusterIP, Port: p}
+}
+
+func ep(a netip.Addr, p uint16, ready, serving, terminating bool) endpoints.Endpoint {
+	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating}
+}
+
+func dnat(a netip.Addr, p uint16, masq bool) nft.Outcome {
+	return nft.Outcome{DNAT: netip.AddrPortFrom(a, p), Masquerade: masq}
+}
+
+func TestTraceBehaviour(t *testing.T) {
+	http := port("http", "TCP", 80)
+	dns := port("dns", "UDP", 53)
+	sticky := http
+	sticky.SessionAffinity, sticky.AffinityTimeout = true, 10*time.Second
+	ready := []endpoints.Endpoint{ep(ep1, 8080, true, true, false), ep(ep2, 8080, true, true, false)}
+	tests := []struct {
+		name  string
+		opts  Options
+		ports []endpoints.ServicePort
+		eps   []endpoints.Endpoint
+		pkt   nft.Packet
+		dyn   nft.Affinity
+		want  []nft.Outcome
+	}{
+		{name: "random over ready endpoints", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
+		{name: "from the node itself", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: outsider, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80, Local: true},
+			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
+		{name: "terminating endpoint gets no new connections", ports: []endpoints.ServicePort{http},
+			eps:  []endpoints.Endpoint{ep(ep1, 8080, true, true, false), ep(ep2, 8080, false, true, true)},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false)}},
+		{name: "no ready: fall back to serving terminating", ports: []endpoints.ServicePort{http},
+			eps:  []endpoints.Endpoint{ep(ep1, 8080, false, false, true), ep(ep2, 8080, false, true, true)},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep2, 8080, false)}},
+		{name: "no endpoints: reject", ports: []endpoints.ServicePort{http},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{{Reject: true}}},
+		{name: "wrong port: reject", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 81},
+			want: []nft.Outcome{{Reject: true}}},
+		{name: "wrong protocol: reject", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoUDP, DPort: 80},
+			want: []nft.Outcome{{Reject: true}}},
+		{name: "ping: dropped", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoICMP},
+			want: []nft.Outcome{{Drop: true}}},
+		{name: "not a service: untouched", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: ep1, Proto: nft.ProtoTCP, DPort: 8080},
+			want: []nft.Outcome{{}}},
+		{name: "UDP port", ports: []endpoints.ServicePort{dns}, eps: []endpoints.Endpoint{ep(ep3, 53, true, true, false)},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoUDP, DPort: 53},
+			want: []nft.Outcome{dnat(ep3, 53, false)}},
+		{name: "hairpin is masqueraded", ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: ep1, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, true), dnat(ep2, 8080, false)}},
+		{name: "outside cluster CIDR is masqueraded", opts: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")},
+			ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: outsider, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, true), dnat(ep2, 8080, true)}},
+		{name: "inside cluster CIDR is not", opts: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")},
+			ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
+		{name: "masquerade-all", opts: Options{MasqueradeAll: true}, ports: []endpoints.ServicePort{http}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, true), dnat(ep2, 8080, true)}},
+		{name: "ClientIP affinity: new client spreads", ports: []endpoints.ServicePort{sticky}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
+		{name: "ClientIP affinity: known client sticks", ports: []endpoints.ServicePort{sticky}, eps: ready,
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			dyn:  nft.Affinity{nft.AffinityEntry(setAffinity, nft.IP(client), nft.IP(clusterIP), nft.Port(80), nft.IP(ep2), nft.Port(8080)): true},
+			want: []nft.Outcome{dnat(ep2, 8080, false)}},
+		{name: "ClientIP affinity: entry for a removed endpoint is ignored", ports: []endpoints.ServicePort{sticky}, eps: ready[:1],
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			dyn:  nft.Affinity{nft.AffinityEntry(setAffinity, nft.IP(client), nft.IP(clusterIP), nft.Port(80), nft.IP(ep2), nft.Port(8080)): true},
+			want: []nft.Outcome{dnat(ep1, 8080, false)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRuleset(tc.opts)
+			eps := map[endpoints.ServicePortName][]endpoints.Endpoint{}
+			for _, p := range tc.ports {
+				eps[p.Name] = tc.eps
+			}
+			r.SetFragment("svc", RenderService(tc.ports, eps))
+			got, err := nft.Trace(r, tc.pkt, tc.dyn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("outcomes %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("outcomes %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderSkipsWhatTheKernelWouldRefuse(t *testing.T) {
+	bad := []endpoints.ServicePort{
+		port("x", "ICMP", 80),
+		{Name: endpoints.ServicePortName{Namespace: "ns", Name: "v6", Protocol: "TCP"}, ClusterIP: netip.MustParseAddr("fd00::1"), Port: 80},
+		port("zero", "TCP", 0),
+	}
+	f := RenderService(bad, nil)
+	if len(f.Chains) != 0 || len(f.Elements) != 0 {
+		t.Fatalf("invalid ports rendered: %+v", f)
+	}
+}
