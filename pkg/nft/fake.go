@@ -46,6 +46,12 @@ func (f *Fake) Apply(tx *Tx) error {
 		return errors.New("fake: injected failure")
 	}
 	cur := f.tables[fakeKey(tx.Family, tx.Table)]
+	if tx.Recreate {
+		if cur == nil {
+			return fmt.Errorf("fake: recreate missing table %s", tx.Table)
+		}
+		cur = nil
+	}
 	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}}
 	if cur != nil {
 		for k, v := range cur.view.Sets {

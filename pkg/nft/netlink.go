@@ -80,6 +80,9 @@ func (n *Netlink) Apply(tx *Tx) error {
 		return fmt.Errorf("open netlink: %w", err)
 	}
 	t := &nftables.Table{Family: nftables.TableFamily(tx.Family), Name: tx.Table}
+	if tx.Recreate {
+		c.DelTable(t)
+	}
 	c.AddTable(t)
 	sets := map[string]*nftables.Set{}
 	for _, s := range tx.AddSets {

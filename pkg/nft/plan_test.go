@@ -150,9 +150,12 @@ func TestFormatting(t *testing.T) {
 		{ip("10.244.1.2").untypedString(), "0xaf40102 [invalid type]"},
 		{Numgen{Mod: 3, Value: 0}.String(), "numgen random mod 3 0"},
 		{MatchPrefix{Field: FieldIPSaddr, Negate: true, Prefix: netip.MustParsePrefix("10.244.3.4/16")}.String(), "ip saddr != 10.244.0.0/16"},
-		{priorityText(-100), "dstnat"},
-		{priorityText(-110), "-110"},
-		{priorityText(-95), "dstnat + 5"},
+		{priorityText("prerouting", -100), "dstnat"},
+		{priorityText("output", -100), "-100"},
+		{priorityText("postrouting", 100), "srcnat"},
+		{priorityText("prerouting", -110), "-110"},
+		{priorityText("prerouting", -95), "dstnat + 5"},
+		{priorityText("output", 0), "filter"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

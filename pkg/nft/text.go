@@ -87,7 +87,7 @@ func chainText(c *Chain) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\tchain %s {\n", c.Name)
 	if c.Hook != nil {
-		fmt.Fprintf(&b, "\t\ttype %s hook %s priority %s; policy accept;\n", c.Hook.Type, c.Hook.Hook, priorityText(c.Hook.Priority))
+		fmt.Fprintf(&b, "\t\ttype %s hook %s priority %s; policy accept;\n", c.Hook.Type, c.Hook.Hook, priorityText(c.Hook.Hook, c.Hook.Priority))
 	}
 	for _, r := range c.Rules {
 		fmt.Fprintf(&b, "\t\t%s\n", r)
@@ -104,13 +104,18 @@ func typesText(ts []DataType) string {
 	return strings.Join(parts, " . ")
 }
 
-// priorityText prints standard priorities by name as nft does.
-func priorityText(p int32) string {
+// priorityText prints standard priorities by name as nft does: "dstnat" only in
+// prerouting, "srcnat" only in postrouting, "filter" anywhere.
+func priorityText(hook string, p int32) string {
 	names := []struct {
 		v    int32
 		name string
-	}{{-100, "dstnat"}, {0, "filter"}, {100, "srcnat"}}
+		hook string
+	}{{-100, "dstnat", "prerouting"}, {0, "filter", ""}, {100, "srcnat", "postrouting"}}
 	for _, n := range names {
+		if n.hook != "" && n.hook != hook {
+			continue
+		}
 		switch {
 		case p == n.v:
 			return n.name

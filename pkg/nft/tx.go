@@ -7,8 +7,10 @@ import "sort"
 // (after the rules, so that binding a rule to a map walks as few elements as possible);
 // delete chains nothing references any more; delete stale sets.
 type Tx struct {
-	Family      Family
-	Table       string
+	Family Family
+	Table  string
+	// Recreate deletes the existing table first, in the same batch.
+	Recreate    bool
 	AddSets     []*Set
 	NewChains   []*Chain // chains that do not exist yet (their rules are in Chains too)
 	DelElements []Element

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/conntrack"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/manifests"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
+)
+
+func serve(ctx context.Context, o *options) error {
+	kernel := &nft.Netlink{}
+	if o.cleanup {
+		if err := kernel.DeleteTable(nft.FamilyIPv4, proxy.TableName); err != nil {
+			return fmt.Errorf("cleanup: %w", err)
+		}
+		klog.InfoS("Removed svcproxy's nftables table", "table", "ip "+proxy.TableName)
+		return nil
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := proxy.NewMetrics(reg)
+	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
+
+	var p *proxy.Proxy
+	tracker := endpoints.NewTracker(endpoints.TrackerOptions{
+		OnInvalid: func(kind, ns, name, reason string) {
+			klog.InfoS("Skipping malformed input", "kind", kind, "object", ns+"/"+name, "reason", reason)
+			metrics.InvalidObjects.WithLabelValues(kind).Inc()
+		},
+		OnChange: func() { p.Trigger() },
+	})
+	ct, err := conntrack.New(0)
+	if err != nil {
+		klog.ErrorS(err, "No conntrack cleanup for UDP endpoints")
+	}
+	cfg := proxy.Config{
+		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll},
+		Tracker:       tracker,
+		Kernel:        kernel,
+		Metrics:       metrics,
+		Health:        health,
+		SyncPeriod:    o.syncPeriod,
+		MinSyncPeriod: o.minSyncPeriod,
+	}
+	if ct != nil {
+		cfg.Conntrack = ct
+	}
+	p = proxy.New(cfg)
+
+	if err := listen(ctx, "metrics", o.metricsAddr, metricsHandler(reg)); err != nil {
+		return err
+	}
+	if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+		return err
+	}
+
+	var waitReady func(context.Context) bool
+	if o.manifests != "" {
+		waitReady, err = watchManifests(ctx, o.manifests, tracker)
+	} else {
+		waitReady, err = watchCluster(ctx, o, tracker)
+	}
+	if err != nil {
+		return err
+	}
+	klog.InfoS("svcproxy started", "table", "ip "+proxy.TableName, "node", nodeName(o))
+	return p.Run(ctx, waitReady)
+}
+
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	return mux
+}
+
+// listen serves h on addr until ctx ends; an empty addr disables the server.
+func listen(ctx context.Context, what, addr string, h http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s server on %s: %w", what, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Server stopped", "server", what)
+		}
+	}()
+	klog.InfoS("Serving", "server", what, "address", l.Addr().String())
+	return nil
+}
+
+func nodeName(o *options) string {
+	if o.hostnameOverride != "" {
+		return strings.ToLower(strings.TrimSpace(o.hostnameOverride))
+	}
+	h, _ := os.Hostname()
+	return strings.ToLower(h)
+}
+
+// watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
+// minus those another proxy owns and headless ones.
+func watchCluster(ctx context.Context, o *options, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" && o.master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(o.master, o.kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "svcproxy"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 15*time.Minute,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+		}))
+	synced, err := endpoints.RegisterSynced(factory, tracker)
+	if err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	return func(ctx context.Context) bool {
+		return cache.WaitForCacheSync(ctx.Done(), synced)
+	}, nil
+}
+
+// watchManifests loads dir into the tracker and reloads it when a file changes.
+func watchManifests(ctx context.Context, dir string, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
+	objs, err := manifests.Load(os.DirFS(dir), ".")
+	if err != nil {
+		return nil, err
+	}
+	feed(tracker, objs, nil)
+	stamp := dirStamp(dir)
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s := dirStamp(dir)
+			if s == stamp {
+				continue
+			}
+			next, err := manifests.Load(os.DirFS(dir), ".")
+			if err != nil {
+				klog.ErrorS(err, "Reloading manifests; keeping the previous ones", "dir", dir)
+				stamp = s
+				continue
+			}
+			klog.InfoS("Manifests changed", "dir", dir)
+			feed(tracker, next, objs)
+			objs, stamp = next, s
+		}
+	}()
+	return nil, nil
+}
+
+func dirStamp(dir string) string {
+	entries, _ := os.ReadDir(dir)
+	var parts []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue // only manifests; a log file beside them must not trigger reloads
+		}
+		if info, err := e.Info(); err == nil {
+			parts = append(parts, fmt.Sprintf("%s:%d:%d", filepath.Base(e.Name()), info.Size(), info.ModTime().UnixNano()))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "|")
+}

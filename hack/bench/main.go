@@ -1,0 +1,174 @@
+// Command bench measures svcproxy against the real kernel, in a network namespace it
+// creates and removes: a cold full sync of N Services x E endpoints, one incremental
+// endpoint change, one added Service, and the process's RSS. It prints one JSON line;
+// hack/bench.sh runs it at several sizes and prints the table.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
+)
+
+var profile string
+
+type result struct {
+	Services       int     `json:"services"`
+	Endpoints      int     `json:"endpoints_per_service"`
+	ColdSeconds    float64 `json:"cold_sync_s"`
+	ChangeSeconds  float64 `json:"endpoint_change_s"`
+	AddSeconds     float64 `json:"add_service_s"`
+	RSSMiB         float64 `json:"rss_mib"`
+	KernelRules    int     `json:"rules"`
+	ChangeSamples  int     `json:"change_samples"`
+	ColdTxObjects  int     `json:"cold_tx_objects"`
+	ChangeTxObject int     `json:"change_tx_objects"`
+}
+
+func main() {
+	n := flag.Int("services", 1000, "number of Services")
+	e := flag.Int("endpoints", 10, "endpoints per Service")
+	samples := flag.Int("samples", 7, "incremental changes to time (median reported)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
+	flag.Parse()
+	profile = *cpuprofile
+	if err := run(*n, *e, *samples); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, e, samples int) error {
+	ns := fmt.Sprintf("spbench%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip netns add: %v: %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	f, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	kernel := &nft.Netlink{NetNSFd: int(f.Fd())}
+
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	for i := 0; i < n; i++ {
+		tr.OnServiceAdd(service(i))
+		tr.OnEndpointSliceAdd(slice(i, e, 0))
+	}
+	p := proxy.New(proxy.Config{Tracker: tr, Kernel: kernel, Options: proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")}})
+	runtime.GC()
+
+	start := time.Now()
+	if err := p.Sync(); err != nil {
+		return fmt.Errorf("cold sync: %w", err)
+	}
+	r := result{Services: n, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
+	r.RSSMiB = rssMiB()
+
+	if profile != "" {
+		pf, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var changes []float64
+	for s := 1; s <= samples; s++ {
+		tr.OnEndpointSliceUpdate(nil, slice(s*7%n, e, s)) // one endpoint of one Service replaced
+		t := time.Now()
+		if err := p.Sync(); err != nil {
+			return fmt.Errorf("incremental sync: %w", err)
+		}
+		changes = append(changes, time.Since(t).Seconds())
+	}
+	sort.Float64s(changes)
+	r.ChangeSeconds = changes[len(changes)/2]
+
+	tr.OnServiceAdd(service(n))
+	tr.OnEndpointSliceAdd(slice(n, e, 0))
+	t := time.Now()
+	if err := p.Sync(); err != nil {
+		return fmt.Errorf("add service: %w", err)
+	}
+	r.AddSeconds = time.Since(t).Seconds()
+
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "ip", proxy.TableName, proxy.ChainName(portName(7))).Output()
+	if err != nil {
+		return fmt.Errorf("nft list chain: %w", err)
+	}
+	r.KernelRules = strings.Count(string(out), "dnat to")
+	if r.KernelRules != e {
+		return fmt.Errorf("kernel chain for service 7 has %d dnat rules, want %d:\n%s", r.KernelRules, e, out)
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func portName(i int) endpoints.ServicePortName {
+	return endpoints.ServicePortName{Namespace: "bench", Name: "svc-" + strconv.Itoa(i), Port: "http", Protocol: "TCP"}
+}
+
+func addr(base byte, i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", base+byte(i>>16), (i>>8)&0xff, i&0xff)
+}
+
+func service(i int) *v1.Service {
+	ip := addr(96, i)
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i)},
+		Spec: v1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Type: v1.ServiceTypeClusterIP,
+			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
+	}
+}
+
+// slice returns Service i's endpoints; gen shifts one endpoint to a new address.
+func slice(i, e, gen int) *discoveryv1.EndpointSlice {
+	name, proto, port := "http", v1.ProtocolTCP, int32(8080)
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i) + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: "svc-" + strconv.Itoa(i)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+	}
+	for j := 0; j < e; j++ {
+		k := i*e + j
+		if j == 0 && gen > 0 {
+			k = 1<<20 + gen*4096 + i%4096
+		}
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, k)}})
+	}
+	return s
+}
+
+func rssMiB() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

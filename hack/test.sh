@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make test: installs what the tests need, then runs every unit and kernel test.
+# Kernel tests create and remove their own network namespaces; as non-root they skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+hack/deps.sh
+unformatted=$(gofmt -l cmd pkg internal hack deploy)
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+go vet ./...
+go test -count=1 -timeout 15m ./...

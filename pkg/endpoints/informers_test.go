@@ -1,0 +1,114 @@
+package endpoints
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRegisterDeliversEvents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	tr := NewTracker(TrackerOptions{})
+	hasSynced, err := RegisterSynced(factory, tr)
+	if err != nil {
+		t.Fatalf("RegisterSynced: %v", err)
+	}
+	factory.Start(ctx.Done())
+	// Shutdown waits for the informers, which stop only once ctx is done.
+	defer func() { cancel(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
+		t.Fatal("handlers never synced")
+	}
+
+	// Initial list.
+	if !tr.Pending() {
+		t.Fatal("initial objects not delivered")
+	}
+	snap, changed, _ := tr.Take()
+	if _, ok := changed[keyA]; !ok {
+		t.Errorf("changed = %v, want a", changed)
+	}
+	if got := snap.Endpoints[portA.Name]; len(got) != 1 || got[0] != readyAt("10.0.0.1", 8080) {
+		t.Errorf("endpoints of a = %v", got)
+	}
+
+	// Add, update and delete through the API.
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Create(ctx, sliceA2(readyEP("10.0.0.2")), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create slice: %v", err)
+	}
+	waitFor(t, "slice add", func() bool {
+		snap, _, _ = tr.Take()
+		return len(snap.Endpoints[portA.Name]) == 2
+	})
+
+	upd := svcA()
+	upd.Spec.Ports[0].Port = 8000
+	if _, err := client.CoreV1().Services("ns").Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update service: %v", err)
+	}
+	waitFor(t, "service update", func() bool {
+		snap, _, _ = tr.Take()
+		return snap.Services[portA.Name].Port == 8000
+	})
+
+	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete slice: %v", err)
+	}
+	waitFor(t, "slice delete", func() bool {
+		snap, _, _ = tr.Take()
+		eps := snap.Endpoints[portA.Name]
+		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2")
+	})
+
+	if err := client.CoreV1().Services("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete service: %v", err)
+	}
+	waitFor(t, "service delete", func() bool {
+		snap, _, _ = tr.Take()
+		return len(snap.Services) == 0
+	})
+}
+
+func TestRegisterPlain(t *testing.T) {
+	client := fake.NewClientset(&v1.Service{})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	if err := Register(factory, NewTracker(TrackerOptions{})); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	// Register must have created both informers in the factory.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	synced := factory.WaitForCacheSync(ctx.Done())
+	if len(synced) != 2 {
+		t.Errorf("factory started %d informers, want 2 (Services, EndpointSlices): %v", len(synced), synced)
+	}
+	for typ, ok := range synced {
+		if !ok {
+			t.Errorf("informer for %v did not sync", typ)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package endpoints
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// LabelServiceProxyName marks a Service as handled by another proxy. It is
+// the same label kube-proxy honours (k8s.io/kubernetes/pkg/proxy/apis), which
+// we cannot import without depending on all of k8s.io/kubernetes.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+const (
+	// defaultAffinityTimeout is v1.DefaultClientIPServiceAffinitySeconds.
+	defaultAffinityTimeout = time.Duration(v1.DefaultClientIPServiceAffinitySeconds) * time.Second
+	// maxAffinityTimeoutSeconds is the API validation limit (one day).
+	maxAffinityTimeoutSeconds = 86400
+)
+
+// errSkipped marks Services that are legitimately not ours to proxy, as
+// opposed to malformed ones, so only the latter reach OnInvalid.
+var errSkipped = errors.New("service not proxied")
+
+// serviceKeyOf returns the key of a Service.
+func serviceKeyOf(svc *v1.Service) ServiceKey {
+	return ServiceKey{Namespace: svc.Namespace, Name: svc.Name}
+}
+
+// servicePorts extracts the proxied ports of svc for family fam, sorted by
+// ServicePortName. It returns nil when the Service is to be treated as absent.
+// Problems with single ports are passed to report and only that port is
+// dropped, so one bad port does not take down the others.
+func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort {
+	ip, err := serviceClusterIP(svc, fam, report)
+	if err != nil {
+		if !errors.Is(err, errSkipped) {
+			report(err)
+		}
+		return nil
+	}
+	affinity, timeout := serviceAffinity(svc, report)
+
+	key := serviceKeyOf(svc)
+	out := make([]ServicePort, 0, len(svc.Spec.Ports))
+	seen := make(map[ServicePortName]bool, len(svc.Spec.Ports))
+	for i, p := range svc.Spec.Ports {
+		proto, err := protocolOf(string(p.Protocol))
+		if err != nil {
+			report(fmt.Errorf("spec.ports[%d] (%q): %w", i, p.Name, err))
+			continue
+		}
+		port, err := portNumber(p.Port)
+		if err != nil {
+			report(fmt.Errorf("spec.ports[%d] (%q): %w", i, p.Name, err))
+			continue
+		}
+		name := ServicePortName{Namespace: key.Namespace, Name: key.Name, Port: p.Name, Protocol: proto}
+		if seen[name] {
+			// Validation forbids this; keeping the first makes the outcome
+			// independent of anything but the object itself.
+			report(fmt.Errorf("spec.ports[%d]: duplicate port name %q for %s", i, p.Name, proto))
+			continue
+		}
+		seen[name] = true
+		out = append(out, ServicePort{
+			Name:            name,
+			ClusterIP:       ip,
+			Port:            port,
+			SessionAffinity: affinity,
+			AffinityTimeout: timeout,
+		})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.SortFunc(out, func(a, b ServicePort) int { return compareServicePortName(a.Name, b.Name) })
+	return out
+}
+
+// serviceClusterIP picks the cluster IP of family fam, or explains why the
+// Service is not proxied. A single-stack Service of the other family is
+// skipped, not invalid.
+func serviceClusterIP(svc *v1.Service, fam Family, report func(error)) (netip.Addr, error) {
+	if _, ok := svc.Labels[LabelServiceProxyName]; ok {
+		return netip.Addr{}, fmt.Errorf("label %s present: %w", LabelServiceProxyName, errSkipped)
+	}
+	if svc.Spec.Type == v1.ServiceTypeExternalName {
+		return netip.Addr{}, fmt.Errorf("type ExternalName: %w", errSkipped)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == v1.ClusterIPNone {
+		return netip.Addr{}, fmt.Errorf("clusterIP %q: %w", svc.Spec.ClusterIP, errSkipped)
+	}
+	// clusterIPs[0] always equals clusterIP when both are set; older objects
+	// may only have clusterIP.
+	candidates := svc.Spec.ClusterIPs
+	if len(candidates) == 0 {
+		candidates = []string{svc.Spec.ClusterIP}
+	}
+	var parseErrs []error
+	for i, s := range candidates {
+		addr, err := parseIP(s)
+		if err != nil {
+			parseErrs = append(parseErrs, fmt.Errorf("spec.clusterIPs[%d]: %w", i, err))
+			continue
+		}
+		if fam.matches(addr) {
+			// A bad secondary entry is still worth reporting even though we
+			// found a usable one.
+			for _, e := range parseErrs {
+				report(e)
+			}
+			return addr, nil
+		}
+	}
+	if len(parseErrs) > 0 {
+		return netip.Addr{}, errors.Join(parseErrs...)
+	}
+	return netip.Addr{}, fmt.Errorf("no %s cluster IP: %w", fam, errSkipped)
+}
+
+// serviceAffinity returns whether ClientIP affinity is on and its timeout.
+func serviceAffinity(svc *v1.Service, report func(error)) (bool, time.Duration) {
+	switch svc.Spec.SessionAffinity {
+	case "", v1.ServiceAffinityNone:
+		return false, 0
+	case v1.ServiceAffinityClientIP:
+	default:
+		report(fmt.Errorf("spec.sessionAffinity %q unknown, using None", svc.Spec.SessionAffinity))
+		return false, 0
+	}
+	cfg := svc.Spec.SessionAffinityConfig
+	if cfg == nil || cfg.ClientIP == nil || cfg.ClientIP.TimeoutSeconds == nil {
+		return true, defaultAffinityTimeout
+	}
+	secs := *cfg.ClientIP.TimeoutSeconds
+	if secs <= 0 || secs > maxAffinityTimeoutSeconds {
+		report(fmt.Errorf("spec.sessionAffinityConfig.clientIP.timeoutSeconds %d out of range (1..%d), using %d",
+			secs, maxAffinityTimeoutSeconds, v1.DefaultClientIPServiceAffinitySeconds))
+		return true, defaultAffinityTimeout
+	}
+	return true, time.Duration(secs) * time.Second
+}
+
+// protocolOf validates a protocol, applying the API default (TCP) for "".
+func protocolOf(p string) (string, error) {
+	switch v1.Protocol(p) {
+	case "":
+		return string(v1.ProtocolTCP), nil
+	case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+		return p, nil
+	default:
+		return "", fmt.Errorf("unknown protocol %q", p)
+	}
+}
+
+// portNumber validates a port number from the API's int32.
+func portNumber(p int32) (uint16, error) {
+	if p < 1 || p > 65535 {
+		return 0, fmt.Errorf("port %d out of range (1..65535)", p)
+	}
+	return uint16(p), nil
+}

@@ -1,0 +1,132 @@
+package endpoints
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// sliceKey identifies an EndpointSlice. Slices are tracked by their own name,
+// not their Service's, because a Service may have many and a slice may even
+// be relabelled to another Service.
+type sliceKey struct{ Namespace, Name string }
+
+// slicePort is one entry of an EndpointSlice's ports, with API defaults
+// applied.
+type slicePort struct {
+	Name     string
+	Protocol string
+	Port     uint16
+}
+
+// sliceData is what the tracker keeps of an EndpointSlice: only the values
+// that can affect rendering, in canonical order, so that two versions of a
+// slice can be compared to detect no-op updates.
+type sliceData struct {
+	Service   ServiceKey
+	Ports     []slicePort
+	Endpoints []Endpoint // Port is zero: the port comes from Ports
+}
+
+func (d *sliceData) equal(o *sliceData) bool {
+	return d.Service == o.Service && slices.Equal(d.Ports, o.Ports) && slices.Equal(d.Endpoints, o.Endpoints)
+}
+
+func sliceKeyOf(s *discoveryv1.EndpointSlice) sliceKey {
+	return sliceKey{Namespace: s.Namespace, Name: s.Name}
+}
+
+// extractSlice returns the renderable content of s, or nil when the slice is
+// not for us: no Service label, FQDN or other-family addresses. Those are
+// legitimate and silent; malformed entries go to report and only they are
+// dropped.
+func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) *sliceData {
+	svcName := s.Labels[discoveryv1.LabelServiceName]
+	if svcName == "" {
+		return nil
+	}
+	if !addressTypeMatches(s.AddressType, fam) {
+		return nil
+	}
+	d := &sliceData{Service: ServiceKey{Namespace: s.Namespace, Name: svcName}}
+
+	for i, p := range s.Ports {
+		// A nil port means "all ports", which no proxy can implement; kube-proxy
+		// ignores it too, so it is not reported as malformed.
+		if p.Port == nil {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := ""
+		if p.Protocol != nil {
+			proto = string(*p.Protocol)
+		}
+		proto, err := protocolOf(proto)
+		if err != nil {
+			report(fmt.Errorf("ports[%d] (%q): %w", i, name, err))
+			continue
+		}
+		num, err := portNumber(*p.Port)
+		if err != nil {
+			report(fmt.Errorf("ports[%d] (%q): %w", i, name, err))
+			continue
+		}
+		d.Ports = append(d.Ports, slicePort{Name: name, Protocol: proto, Port: num})
+	}
+
+	for i, ep := range s.Endpoints {
+		// The API says all addresses of an endpoint are fungible and consumers
+		// may use only the first; kube-proxy does exactly that.
+		if len(ep.Addresses) == 0 {
+			report(fmt.Errorf("endpoints[%d]: no addresses", i))
+			continue
+		}
+		addr, err := parseIPOfFamily(ep.Addresses[0], fam)
+		if err != nil {
+			report(fmt.Errorf("endpoints[%d]: %w", i, err))
+			continue
+		}
+		d.Endpoints = append(d.Endpoints, endpointFromConditions(addr, ep))
+	}
+
+	slices.SortFunc(d.Ports, func(a, b slicePort) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+	})
+	slices.SortFunc(d.Endpoints, func(a, b Endpoint) int {
+		return cmp.Or(compareEndpoints(a, b), compareConditions(a, b))
+	})
+	return d
+}
+
+// endpointFromConditions applies the API reference's defaults for unset
+// conditions: ready and serving default to true, terminating to false.
+func endpointFromConditions(addr netip.Addr, ep discoveryv1.Endpoint) Endpoint {
+	c := ep.Conditions
+	e := Endpoint{
+		Addr:        addr,
+		Ready:       c.Ready == nil || *c.Ready,
+		Serving:     c.Serving == nil || *c.Serving,
+		Terminating: c.Terminating != nil && *c.Terminating,
+	}
+	if ep.NodeName != nil {
+		e.NodeName = *ep.NodeName
+	}
+	return e
+}
+
+func addressTypeMatches(t discoveryv1.AddressType, fam Family) bool {
+	switch t {
+	case discoveryv1.AddressTypeIPv4:
+		return fam == IPv4
+	case discoveryv1.AddressTypeIPv6:
+		return fam == IPv6
+	default:
+		return false
+	}
+}

@@ -1,0 +1,160 @@
+package endpoints
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+func TestExtractSlice(t *testing.T) {
+	http := slicePortOf("http", v1.ProtocolTCP, 8080)
+	svc := ServiceKey{"ns", "svc"}
+	httpPort := slicePort{Name: "http", Protocol: "TCP", Port: 8080}
+
+	tests := []struct {
+		name    string
+		slice   *discoveryv1.EndpointSlice
+		fam     Family
+		want    *sliceData
+		wantErr []string
+	}{
+		{
+			name:  "no service-name label ignored",
+			slice: makeSlice("ns", "s1", "", []discoveryv1.EndpointPort{http}, readyEP("10.0.0.1")),
+		},
+		{
+			name: "FQDN ignored",
+			slice: func() *discoveryv1.EndpointSlice {
+				s := makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http}, readyEP("example.com"))
+				s.AddressType = discoveryv1.AddressTypeFQDN
+				return s
+			}(),
+		},
+		{
+			name: "IPv6 slice ignored by IPv4 tracker",
+			slice: func() *discoveryv1.EndpointSlice {
+				s := makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http}, readyEP("fd00::1"))
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return s
+			}(),
+		},
+		{
+			name: "IPv6 slice used by IPv6 tracker",
+			fam:  IPv6,
+			slice: func() *discoveryv1.EndpointSlice {
+				s := makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http}, readyEP("fd00::1"))
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return s
+			}(),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
+				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+		},
+		{
+			name: "condition defaults: ready unset => true, serving unset => true, terminating unset => false",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http},
+				ep("10.0.0.1", nil, nil, nil),
+				ep("10.0.0.2", ptr(false), nil, ptr(true)),
+				ep("10.0.0.3", ptr(false), ptr(false), nil),
+				ep("10.0.0.4", nil, ptr(false), ptr(true)),
+			),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
+				{Addr: addr("10.0.0.1"), Ready: true, Serving: true},
+				{Addr: addr("10.0.0.2"), Serving: true, Terminating: true},
+				{Addr: addr("10.0.0.3")},
+				{Addr: addr("10.0.0.4"), Ready: true, Terminating: true},
+			}},
+		},
+		{
+			name: "node name and first address only",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http}, func() discoveryv1.Endpoint {
+				e := readyEP("10.0.0.1")
+				e.Addresses = append(e.Addresses, "10.0.0.99")
+				e.NodeName = ptr("node-a")
+				return e
+			}()),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
+				{Addr: addr("10.0.0.1"), Ready: true, Serving: true, NodeName: "node-a"},
+			}},
+		},
+		{
+			name: "port defaults: nil name => \"\", nil protocol => TCP; nil port skipped silently",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{
+				{Port: ptr[int32](80)},
+				{Name: ptr("all"), Protocol: ptr(v1.ProtocolUDP)},
+			}, readyEP("10.0.0.1")),
+			want: &sliceData{Service: svc, Ports: []slicePort{{Name: "", Protocol: "TCP", Port: 80}},
+				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+		},
+		{
+			name: "malformed ports and endpoints reported and dropped",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{
+				slicePortOf("zero", v1.ProtocolTCP, 0),
+				slicePortOf("big", v1.ProtocolTCP, 65536),
+				slicePortOf("weird", "ICMP", 1),
+				http,
+			},
+				discoveryv1.Endpoint{},
+				readyEP("10.0.0.999"),
+				readyEP("fd00::1"),
+				readyEP("10.0.0.1"),
+			),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
+				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+			wantErr: []string{
+				`ports[0] ("zero"): port 0 out of range`,
+				`ports[1] ("big"): port 65536 out of range`,
+				`ports[2] ("weird"): unknown protocol "ICMP"`,
+				`endpoints[0]: no addresses`,
+				`endpoints[1]: parse IP "10.0.0.999"`,
+				`endpoints[2]: IP "fd00::1" is not IPv4`,
+			},
+		},
+		{
+			name:  "slice with no ports still records its service",
+			slice: makeSlice("ns", "s1", "svc", nil, readyEP("10.0.0.1")),
+			want: &sliceData{Service: svc,
+				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errs errCollector
+			got := extractSlice(tt.slice, tt.fam, errs.report)
+			if diff := cmp.Diff(tt.want, got, cmpOpts...); diff != "" {
+				t.Errorf("sliceData (-want +got):\n%s", diff)
+			}
+			if len(errs) != len(tt.wantErr) {
+				t.Fatalf("reports = %v, want %d matching %q", errs, len(tt.wantErr), tt.wantErr)
+			}
+			for i, e := range errs {
+				if !strings.Contains(e.Error(), tt.wantErr[i]) {
+					t.Errorf("report[%d] = %q, want it to contain %q", i, e, tt.wantErr[i])
+				}
+			}
+		})
+	}
+}
+
+// Reordering a slice's ports or endpoints is not a change; the canonical form
+// is what makes no-op detection work.
+func TestExtractSliceCanonicalOrder(t *testing.T) {
+	a := makeSlice("ns", "s1", "svc",
+		[]discoveryv1.EndpointPort{slicePortOf("a", v1.ProtocolTCP, 1), slicePortOf("b", v1.ProtocolUDP, 2)},
+		readyEP("10.0.0.2"), readyEP("10.0.0.1"))
+	b := makeSlice("ns", "s1", "svc",
+		[]discoveryv1.EndpointPort{slicePortOf("b", v1.ProtocolUDP, 2), slicePortOf("a", v1.ProtocolTCP, 1)},
+		readyEP("10.0.0.1"), readyEP("10.0.0.2"))
+	da, db := extractSlice(a, IPv4, func(error) {}), extractSlice(b, IPv4, func(error) {})
+	if !da.equal(db) {
+		t.Errorf("reordered slices differ:\n%+v\n%+v", da, db)
+	}
+	c := makeSlice("ns", "s1", "svc",
+		[]discoveryv1.EndpointPort{slicePortOf("b", v1.ProtocolUDP, 2), slicePortOf("a", v1.ProtocolTCP, 1)},
+		readyEP("10.0.0.1"), ep("10.0.0.2", ptr(false), nil, nil))
+	if da.equal(extractSlice(c, IPv4, func(error) {})) {
+		t.Error("a condition change must make slices unequal")
+	}
+}

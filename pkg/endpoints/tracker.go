@@ -1,0 +1,327 @@
+package endpoints
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Kinds passed to TrackerOptions.OnInvalid.
+const (
+	KindService       = "Service"
+	KindEndpointSlice = "EndpointSlice"
+)
+
+// TrackerOptions configures a Tracker. The zero value is usable: IPv4, no
+// reporting, wall clock.
+type TrackerOptions struct {
+	// Family selects the cluster IP and EndpointSlices to use.
+	Family Family
+	// OnInvalid, if set, is told about malformed input that was skipped, so
+	// the caller can log, count or record an event. It is called without any
+	// Tracker lock held, possibly from informer goroutines, and again on every
+	// event that still carries the problem (including resyncs).
+	OnInvalid func(kind, namespace, name, reason string)
+	// Now stamps events for Take's firstEvent; tests replace it.
+	Now func() time.Time
+	// OnChange, if set, is called after an event marked a Service changed, so the
+	// sync loop can wake up. It is called with the Tracker's lock held and must not
+	// block or call back into the Tracker.
+	OnChange func()
+}
+
+// Tracker accumulates informer events and yields snapshots plus what changed.
+// It is safe for concurrent use: informer handlers call it from other
+// goroutines than the sync loop that calls Take.
+//
+// Event handlers only record the extracted values of the object and mark its
+// Service dirty; the snapshot is brought up to date for dirty Services inside
+// Take, so Take's cost is proportional to what changed.
+type Tracker struct {
+	family    Family
+	onInvalid func(kind, namespace, name, reason string)
+	onChange  func()
+	now       func() time.Time
+
+	mu sync.Mutex
+	// services holds the extracted ports of every proxied Service.
+	services map[ServiceKey][]ServicePort
+	// slicesBySvc holds slices by Service and slice name; kept even when the
+	// Service is absent because slices may arrive first.
+	slicesBySvc map[ServiceKey]map[string]*sliceData
+	// sliceOwner remembers which Service a slice was filed under, so a delete
+	// or relabel can find it without trusting the (possibly stale) object.
+	sliceOwner map[sliceKey]ServiceKey
+	// dirty maps Services whose inputs changed since the last Take to the time
+	// of the first such change.
+	dirty map[ServiceKey]time.Time
+
+	snapServices  map[ServicePortName]ServicePort
+	snapEndpoints map[ServicePortName][]Endpoint
+	snapByService map[ServiceKey][]ServicePortName
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker(opts TrackerOptions) *Tracker {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Tracker{
+		family:        opts.Family,
+		onInvalid:     opts.OnInvalid,
+		onChange:      opts.OnChange,
+		now:           now,
+		services:      make(map[ServiceKey][]ServicePort),
+		slicesBySvc:   make(map[ServiceKey]map[string]*sliceData),
+		sliceOwner:    make(map[sliceKey]ServiceKey),
+		dirty:         make(map[ServiceKey]time.Time),
+		snapServices:  make(map[ServicePortName]ServicePort),
+		snapEndpoints: make(map[ServicePortName][]Endpoint),
+		snapByService: make(map[ServiceKey][]ServicePortName),
+	}
+}
+
+func (t *Tracker) reporter(kind, namespace, name string) func(error) {
+	return func(err error) {
+		if t.onInvalid != nil {
+			t.onInvalid(kind, namespace, name, err.Error())
+		}
+	}
+}
+
+// OnServiceAdd records a new Service.
+func (t *Tracker) OnServiceAdd(svc *v1.Service) { t.upsertService(svc) }
+
+// OnServiceUpdate records a changed Service. Only svc matters: the tracker
+// compares against what it extracted before, not against old, so a missed
+// event cannot leave it confused.
+func (t *Tracker) OnServiceUpdate(old, svc *v1.Service) { t.upsertService(svc) }
+
+// OnServiceDelete forgets a Service. Its slices are kept, in case the Service
+// comes back.
+func (t *Tracker) OnServiceDelete(svc *v1.Service) {
+	if svc == nil {
+		return
+	}
+	t.setService(serviceKeyOf(svc), nil)
+}
+
+// OnServiceDeleteObj is OnServiceDelete for informer delete notifications,
+// which may be a cache.DeletedFinalStateUnknown tombstone instead of the
+// object.
+func (t *Tracker) OnServiceDeleteObj(obj any) {
+	ns, name, ok := deletedKey[*v1.Service](obj)
+	if !ok {
+		t.reportUnexpected(KindService, obj)
+		return
+	}
+	t.setService(ServiceKey{Namespace: ns, Name: name}, nil)
+}
+
+func (t *Tracker) upsertService(svc *v1.Service) {
+	if svc == nil {
+		return
+	}
+	ports := servicePorts(svc, t.family, t.reporter(KindService, svc.Namespace, svc.Name))
+	t.setService(serviceKeyOf(svc), ports)
+}
+
+// setService stores ports (nil: absent) and marks the Service dirty unless
+// nothing that affects rendering changed.
+func (t *Tracker) setService(key ServiceKey, ports []ServicePort) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.services[key]
+	if ports == nil {
+		if !had {
+			return
+		}
+		delete(t.services, key)
+	} else {
+		if had && slices.Equal(old, ports) {
+			return
+		}
+		t.services[key] = ports
+	}
+	t.markDirtyLocked(key)
+}
+
+// OnEndpointSliceAdd records a new EndpointSlice.
+func (t *Tracker) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) { t.upsertSlice(s) }
+
+// OnEndpointSliceUpdate records a changed EndpointSlice; like
+// OnServiceUpdate it only looks at the new object.
+func (t *Tracker) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSlice) { t.upsertSlice(s) }
+
+// OnEndpointSliceDelete forgets an EndpointSlice.
+func (t *Tracker) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	if s == nil {
+		return
+	}
+	t.setSlice(sliceKeyOf(s), nil)
+}
+
+// OnEndpointSliceDeleteObj is OnEndpointSliceDelete for informer delete
+// notifications, which may be a cache.DeletedFinalStateUnknown tombstone.
+func (t *Tracker) OnEndpointSliceDeleteObj(obj any) {
+	ns, name, ok := deletedKey[*discoveryv1.EndpointSlice](obj)
+	if !ok {
+		t.reportUnexpected(KindEndpointSlice, obj)
+		return
+	}
+	t.setSlice(sliceKey{Namespace: ns, Name: name}, nil)
+}
+
+func (t *Tracker) upsertSlice(s *discoveryv1.EndpointSlice) {
+	if s == nil {
+		return
+	}
+	d := extractSlice(s, t.family, t.reporter(KindEndpointSlice, s.Namespace, s.Name))
+	t.setSlice(sliceKeyOf(s), d)
+}
+
+// setSlice stores d (nil: absent) and marks the affected Services dirty —
+// both the old and the new one if the slice was relabelled.
+func (t *Tracker) setSlice(key sliceKey, d *sliceData) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if owner, had := t.sliceOwner[key]; had {
+		old := t.slicesBySvc[owner][key.Name]
+		if d != nil && old.equal(d) {
+			return
+		}
+		delete(t.slicesBySvc[owner], key.Name)
+		if len(t.slicesBySvc[owner]) == 0 {
+			delete(t.slicesBySvc, owner)
+		}
+		delete(t.sliceOwner, key)
+		t.markDirtyLocked(owner)
+	}
+	if d == nil {
+		return
+	}
+	byName := t.slicesBySvc[d.Service]
+	if byName == nil {
+		byName = make(map[string]*sliceData)
+		t.slicesBySvc[d.Service] = byName
+	}
+	byName[key.Name] = d
+	t.sliceOwner[key] = d.Service
+	t.markDirtyLocked(d.Service)
+}
+
+func (t *Tracker) markDirtyLocked(key ServiceKey) {
+	if _, ok := t.dirty[key]; !ok {
+		t.dirty[key] = t.now()
+	}
+	if t.onChange != nil {
+		t.onChange()
+	}
+}
+
+// Pending reports whether anything changed since the last Take. It may be
+// true while Take then reports nothing changed, when later events undid
+// earlier ones.
+func (t *Tracker) Pending() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.dirty) > 0
+}
+
+// Take returns the current full snapshot and the set of Services whose
+// rendered result may differ from the previous Take, plus the time of the
+// earliest event behind those changes (zero when nothing changed), for
+// programming-latency metrics.
+//
+// The snapshot's maps are shared with the Tracker and updated in place by the
+// next Take; see Snapshot. A Service is reported changed only if its ports or
+// endpoints as extracted actually differ, so resyncs, status-only updates and
+// changes undone before Take cost nothing.
+func (t *Tracker) Take() (snap Snapshot, changed map[ServiceKey]struct{}, firstEvent time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed = make(map[ServiceKey]struct{})
+	for key, at := range t.dirty {
+		if !t.refreshLocked(key) {
+			continue
+		}
+		changed[key] = struct{}{}
+		if firstEvent.IsZero() || at.Before(firstEvent) {
+			firstEvent = at
+		}
+	}
+	clear(t.dirty)
+	return Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}, changed, firstEvent
+}
+
+// refreshLocked recomputes one Service's snapshot entries and reports whether
+// they changed.
+func (t *Tracker) refreshLocked(key ServiceKey) bool {
+	ports := t.services[key]
+	eps := mergeEndpoints(ports, t.slicesBySvc[key])
+	oldNames := t.snapByService[key]
+
+	same := len(oldNames) == len(ports)
+	for i := 0; same && i < len(ports); i++ {
+		n := ports[i].Name
+		same = oldNames[i] == n && t.snapServices[n] == ports[i] && slices.Equal(t.snapEndpoints[n], eps[n])
+	}
+	if same {
+		return false
+	}
+
+	for _, n := range oldNames {
+		delete(t.snapServices, n)
+		delete(t.snapEndpoints, n)
+	}
+	if len(ports) == 0 {
+		delete(t.snapByService, key)
+		return true
+	}
+	names := make([]ServicePortName, len(ports))
+	for i, p := range ports {
+		names[i] = p.Name
+		t.snapServices[p.Name] = p
+		if e := eps[p.Name]; len(e) > 0 {
+			t.snapEndpoints[p.Name] = e
+		}
+	}
+	t.snapByService[key] = names
+	return true
+}
+
+func (t *Tracker) reportUnexpected(kind string, obj any) {
+	if t.onInvalid != nil {
+		t.onInvalid(kind, "", "", fmt.Sprintf("unexpected object of type %T in delete notification", obj))
+	}
+}
+
+// deletedKey extracts namespace/name from an informer delete notification:
+// either the object itself or a tombstone. A tombstone's Key is used when its
+// Obj is unusable, since the key alone is enough to forget an object.
+func deletedKey[T interface {
+	*v1.Service | *discoveryv1.EndpointSlice
+	GetNamespace() string
+	GetName() string
+}](obj any) (namespace, name string, ok bool) {
+	if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		if o, isT := tomb.Obj.(T); isT && o != nil {
+			return o.GetNamespace(), o.GetName(), true
+		}
+		ns, n, err := cache.SplitMetaNamespaceKey(tomb.Key)
+		if err != nil || n == "" {
+			return "", "", false
+		}
+		return ns, n, true
+	}
+	if o, isT := obj.(T); isT && o != nil {
+		return o.GetNamespace(), o.GetName(), true
+	}
+	return "", "", false
+}

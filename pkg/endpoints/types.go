@@ -1,0 +1,148 @@
+package endpoints
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Family selects which IP family of a (possibly dual-stack) Service and which
+// EndpointSlices the tracker uses. The zero value is IPv4 so that an empty
+// TrackerOptions does the common thing.
+type Family uint8
+
+const (
+	IPv4 Family = iota
+	IPv6
+)
+
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	default:
+		return "Family(" + strconv.Itoa(int(f)) + ")"
+	}
+}
+
+// matches reports whether addr belongs to family f. IPv4-mapped IPv6
+// addresses count as IPv6: Kubernetes rejects them for cluster IPs and pod IPs,
+// and treating them as IPv4 would silently program a different address.
+func (f Family) matches(addr netip.Addr) bool {
+	switch f {
+	case IPv4:
+		return addr.Is4()
+	case IPv6:
+		return addr.Is6() && !addr.Is4In6()
+	default:
+		return false
+	}
+}
+
+// ServiceKey is namespace/name of a Service.
+type ServiceKey struct{ Namespace, Name string }
+
+func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
+
+// ServicePortName identifies one port of one Service; it is stable across
+// ClusterIP/port-number changes, which is what lets a renderer keep chain
+// names (and thus established state) when a Service is edited.
+type ServicePortName struct {
+	Namespace, Name string
+	Port            string // the ServicePort's name ("" for a single unnamed port)
+	Protocol        string // "TCP", "UDP" or "SCTP"
+}
+
+// String formats n as "namespace/name:port/PROTOCOL", or
+// "namespace/name/PROTOCOL" when the port is unnamed. Kubernetes names cannot
+// contain ':' or '/', so the form is unambiguous.
+func (n ServicePortName) String() string {
+	s := n.Namespace + "/" + n.Name
+	if n.Port != "" {
+		s += ":" + n.Port
+	}
+	return s + "/" + n.Protocol
+}
+
+// Key returns the Service this port belongs to.
+func (n ServicePortName) Key() ServiceKey { return ServiceKey{Namespace: n.Namespace, Name: n.Name} }
+
+func compareServicePortName(a, b ServicePortName) int {
+	return cmp.Or(
+		cmp.Compare(a.Namespace, b.Namespace),
+		cmp.Compare(a.Name, b.Name),
+		cmp.Compare(a.Port, b.Port),
+		cmp.Compare(a.Protocol, b.Protocol),
+	)
+}
+
+// ServicePort is one proxied port of a Service. All fields are comparable so
+// that "did anything that matters change" is a plain ==.
+type ServicePort struct {
+	Name            ServicePortName
+	ClusterIP       netip.Addr // the Service's cluster IP of the tracker's Family
+	Port            uint16
+	SessionAffinity bool          // sessionAffinity: ClientIP
+	AffinityTimeout time.Duration // only meaningful with SessionAffinity; 0 otherwise so unrelated edits are no-ops
+}
+
+// Endpoint is one backend address:port of one ServicePort.
+type Endpoint struct {
+	Addr        netip.Addr
+	Port        uint16
+	Ready       bool // conditions.ready unset => true
+	Serving     bool // conditions.serving unset => true, as the API reference and kube-proxy say
+	Terminating bool // conditions.terminating unset => false
+	NodeName    string
+}
+
+// AddrPort returns the endpoint's address and port together.
+func (e Endpoint) AddrPort() netip.AddrPort { return netip.AddrPortFrom(e.Addr, e.Port) }
+
+// compareEndpoints orders by Addr then Port, which is the order renderers
+// iterate in so that output is deterministic.
+func compareEndpoints(a, b Endpoint) int {
+	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+}
+
+// Snapshot is an immutable-by-convention view for rendering.
+//
+// The maps are owned by the Tracker that produced them and are updated in
+// place by its next Take (that is what makes Take O(changed)). Callers must
+// not mutate them, and must finish using a Snapshot before calling Take again.
+// Anything a renderer wants to remember across Takes (e.g. the ports it
+// programmed for a Service) it must copy.
+type Snapshot struct {
+	Services map[ServicePortName]ServicePort
+	// Endpoints holds, per service port, the union of all the Service's
+	// EndpointSlices for that port name+protocol, deduplicated by Addr+Port,
+	// sorted by Addr then Port. Ports without endpoints are absent.
+	Endpoints map[ServicePortName][]Endpoint
+
+	// byService indexes Services so ServicePortsOf need not scan every
+	// service. Nil in hand-built snapshots; ServicePortsOf copes.
+	byService map[ServiceKey][]ServicePortName
+}
+
+// ServicePortsOf returns the ports of a service in the snapshot, sorted by
+// port name then protocol; nil if the Service is absent or skipped.
+func (s Snapshot) ServicePortsOf(key ServiceKey) []ServicePort {
+	var out []ServicePort
+	if s.byService != nil {
+		for _, n := range s.byService[key] {
+			out = append(out, s.Services[n])
+		}
+		return out
+	}
+	for n, sp := range s.Services {
+		if n.Key() == key {
+			out = append(out, sp)
+		}
+	}
+	slices.SortFunc(out, func(a, b ServicePort) int { return compareServicePortName(a.Name, b.Name) })
+	return out
+}

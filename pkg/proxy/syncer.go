@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// ConntrackCleaner deletes UDP conntrack entries towards an endpoint that is gone.
+type ConntrackCleaner interface {
+	ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error)
+}
+
+// Config wires a Proxy.
+type Config struct {
+	Options
+	Tracker *endpoints.Tracker
+	Kernel  nft.Kernel
+	// Conntrack may be nil (no cleanup, e.g. the fake kernel).
+	Conntrack ConntrackCleaner
+	Metrics   *Metrics
+	Health    *Health
+	// SyncPeriod is how often the kernel is re-read and repaired (kube-proxy --sync-period).
+	SyncPeriod time.Duration
+	// MinSyncPeriod bounds how often changes are synced (kube-proxy --min-sync-period).
+	// The first change after a quiet period is synced at once.
+	MinSyncPeriod time.Duration
+	// MaxBackoff bounds the retry delay after a failed transaction.
+	MaxBackoff time.Duration
+	Now        func() time.Time
+}
+
+// Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
+// kernel view -> one transaction.
+type Proxy struct {
+	cfg     Config
+	desired *nft.Ruleset
+	view    *nft.View
+	trigger chan struct{}
+	// udpEndpoints remembers, per UDP service port, where traffic may have been sent,
+	// so the conntrack entries of removed endpoints can be deleted after a sync.
+	udpEndpoints map[endpoints.ServicePortName]udpTarget
+
+	mu       sync.Mutex
+	needFull bool
+	lastSync time.Time
+}
+
+type udpTarget struct {
+	service netip.AddrPort
+	eps     []netip.Addr
+}
+
+// New returns a Proxy; Run starts it.
+func New(cfg Config) *Proxy {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	return &Proxy{
+		cfg:          cfg,
+		desired:      NewRuleset(cfg.Options),
+		trigger:      make(chan struct{}, 1),
+		udpEndpoints: map[endpoints.ServicePortName]udpTarget{},
+		needFull:     true,
+	}
+}
+
+// Trigger asks for a sync soon; it never blocks.
+func (p *Proxy) Trigger() {
+	now := p.cfg.Now()
+	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
+	if p.cfg.Health != nil {
+		p.cfg.Health.Queued(now)
+	}
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs until ctx ends. waitReady blocks until the informers have synced, so that
+// the first full sync does not delete Services it has not heard of yet.
+func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) error {
+	if waitReady != nil && !waitReady(ctx) {
+		return fmt.Errorf("informers did not sync: %w", ctx.Err())
+	}
+	resync := time.NewTicker(nonZero(p.cfg.SyncPeriod, 30*time.Second))
+	defer resync.Stop()
+	backoff := time.Duration(0)
+	var retry <-chan time.Time
+	p.Trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.trigger:
+		case <-resync.C:
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		case <-retry:
+		}
+		retry = nil
+		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		if err := p.Sync(); err != nil {
+			backoff = min(max(2*backoff, 100*time.Millisecond), p.cfg.MaxBackoff)
+			klog.ErrorS(err, "Sync failed; will retry", "backoff", backoff)
+			retry = time.After(backoff)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// Sync renders what changed and applies it in one transaction; on a full sync it
+// first re-reads the kernel so that drift is repaired.
+func (p *Proxy) Sync() error {
+	start := p.cfg.Now()
+	p.mu.Lock()
+	full := p.needFull
+	p.mu.Unlock()
+
+	snap, changed, firstEvent := p.cfg.Tracker.Take()
+	oldUDP := map[endpoints.ServicePortName]udpTarget{}
+	for k := range changed {
+		ports := snap.ServicePortsOf(k)
+		p.forgetUDP(k, oldUDP)
+		p.desired.SetFragment(ServiceOwner(k), RenderService(ports, snap.Endpoints))
+		p.rememberUDP(ports, snap.Endpoints)
+	}
+	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
+
+	var tx *nft.Tx
+	if full || p.view == nil {
+		v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
+		if err != nil {
+			p.fail()
+			return fmt.Errorf("read table %s: %w", TableName, err)
+		}
+		p.view = v
+		tx = nft.PlanFull(p.desired, v)
+		if incompatible(tx, v) {
+			// A set changed definition (an upgrade): rebuild the table in the same
+			// transaction that deletes it, so traffic sees old rules or new ones.
+			klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
+			tx = nft.PlanFull(p.desired, nft.NewView())
+			tx.Recreate = true
+		}
+	} else {
+		tx = nft.Plan(p.desired, p.view)
+	}
+	if err := p.cfg.Kernel.Apply(tx); err != nil {
+		p.fail()
+		p.desired.Requeue(tx)
+		if errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate {
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		}
+		return fmt.Errorf("apply transaction of %d objects: %w", tx.Size(), err)
+	}
+	if tx.Recreate {
+		p.view = nft.NewView()
+	}
+	p.view.Commit(tx)
+	p.mu.Lock()
+	p.needFull = false
+	p.mu.Unlock()
+	p.clearStaleUDP(oldUDP)
+
+	end := p.cfg.Now()
+	p.lastSync = end
+	elapsed := end.Sub(start).Seconds()
+	p.cfg.Metrics.SyncDuration.Observe(elapsed)
+	if full {
+		p.cfg.Metrics.FullSyncDuration.Observe(elapsed)
+	} else {
+		p.cfg.Metrics.PartialSyncDuration.Observe(elapsed)
+	}
+	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
+	p.cfg.Metrics.TxObjects.Observe(float64(tx.Size()))
+	if !firstEvent.IsZero() {
+		p.cfg.Metrics.ProgrammingLatency.Observe(end.Sub(firstEvent).Seconds())
+	}
+	if p.cfg.Health != nil {
+		p.cfg.Health.Synced(end)
+	}
+	klog.V(2).InfoS("Synced", "full", full, "services", len(changed), "objects", tx.Size(), "elapsed", end.Sub(start))
+	return nil
+}
+
+func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }
+
+// incompatible reports whether the kernel holds a set under one of our names with
+// another definition, which the kernel would refuse to redefine in place.
+func incompatible(tx *nft.Tx, v *nft.View) bool {
+	for _, s := range tx.AddSets {
+		if _, exists := v.Sets[s.Name]; exists {
+			return true
+		}
+	}
+	for _, c := range tx.Chains {
+		if cur, exists := v.Chains[c.Name]; exists && (cur.Hook == nil) != (c.Hook == nil) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Proxy) forgetUDP(k endpoints.ServiceKey, into map[endpoints.ServicePortName]udpTarget) {
+	for n, t := range p.udpEndpoints {
+		if n.Key() == k {
+			into[n] = t
+			delete(p.udpEndpoints, n)
+		}
+	}
+}
+
+func (p *Proxy) rememberUDP(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) {
+	for _, sp := range ports {
+		if sp.Name.Protocol != "UDP" {
+			continue
+		}
+		t := udpTarget{service: netip.AddrPortFrom(sp.ClusterIP, sp.Port)}
+		for _, e := range endpoints.UsableEndpoints(eps[sp.Name]) {
+			t.eps = append(t.eps, e.Addr)
+		}
+		p.udpEndpoints[sp.Name] = t
+	}
+}
+
+// clearStaleUDP deletes conntrack entries that still point at endpoints removed by
+// the sync that just landed; without it a UDP client that keeps sending from the same
+// port stays pinned to a dead endpoint.
+func (p *Proxy) clearStaleUDP(old map[endpoints.ServicePortName]udpTarget) {
+	if p.cfg.Conntrack == nil {
+		return
+	}
+	for n, before := range old {
+		after := p.udpEndpoints[n]
+		for _, e := range before.eps {
+			if after.service == before.service && containsAddr(after.eps, e) {
+				continue
+			}
+			deleted, err := p.cfg.Conntrack.ClearUDP(before.service, e)
+			if err != nil {
+				klog.ErrorS(err, "Clearing stale UDP conntrack entries", "servicePort", n.String())
+				continue
+			}
+			p.cfg.Metrics.ConntrackDeleted.Add(float64(deleted))
+		}
+	}
+}
+
+func containsAddr(as []netip.Addr, a netip.Addr) bool {
+	for _, x := range as {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func nonZero(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Desired exposes the desired ruleset (read-only use: tracing, tests).
+func (p *Proxy) Desired() *nft.Ruleset { return p.desired }
