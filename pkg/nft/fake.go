@@ -15,6 +15,9 @@ type Fake struct {
 	applied int
 	// FailNext makes the next n Apply calls fail without changing anything.
 	FailNext int
+	// Refuse, when set, is asked about every transaction; an error refuses it whole,
+	// as the kernel refuses a batch with one bad message.
+	Refuse func(tx *Tx) error
 }
 
 type fakeTable struct {
@@ -44,6 +47,11 @@ func (f *Fake) Apply(tx *Tx) error {
 	if f.FailNext > 0 {
 		f.FailNext--
 		return errors.New("fake: injected failure")
+	}
+	if f.Refuse != nil {
+		if err := f.Refuse(tx); err != nil {
+			return err
+		}
 	}
 	cur := f.tables[fakeKey(tx.Family, tx.Table)]
 	if tx.Recreate {

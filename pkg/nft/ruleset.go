@@ -19,9 +19,17 @@ type Ruleset struct {
 	elemRefs map[string]int
 	owners   map[string]Fragment
 
-	dirtyChains map[string]struct{}
-	dirtyElems  map[string]struct{}
+	// dirty holds, per owner, the chains and elements changed since the last Plan, so
+	// that a refused transaction can be retried one owner at a time.
+	dirty map[string]*dirtyKeys
 }
+
+type dirtyKeys struct {
+	chains, elems map[string]struct{}
+}
+
+// staleOwner holds keys found only in the kernel (to delete) during a full plan.
+const staleOwner = ""
 
 // Fragment is what one owner contributes: whole chains (owned exclusively) and
 // elements (reference counted: two owners may add the same element).
@@ -34,13 +42,12 @@ type Fragment struct {
 func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 	r := &Ruleset{
 		Family: family, Table: table,
-		Sets:        map[string]*Set{},
-		Chains:      map[string]*Chain{},
-		elements:    map[string]Element{},
-		elemRefs:    map[string]int{},
-		owners:      map[string]Fragment{},
-		dirtyChains: map[string]struct{}{},
-		dirtyElems:  map[string]struct{}{},
+		Sets:     map[string]*Set{},
+		Chains:   map[string]*Chain{},
+		elements: map[string]Element{},
+		elemRefs: map[string]int{},
+		owners:   map[string]Fragment{},
+		dirty:    map[string]*dirtyKeys{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
@@ -56,14 +63,14 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 	for _, c := range f.Chains {
 		newChains[c.Name] = true
 		if prev, ok := r.Chains[c.Name]; !ok || !chainsEqual(prev, c) {
-			r.dirtyChains[c.Name] = struct{}{}
+			r.markChain(owner, c.Name)
 		}
 		r.Chains[c.Name] = c
 	}
 	for _, c := range old.Chains {
 		if !newChains[c.Name] {
 			delete(r.Chains, c.Name)
-			r.dirtyChains[c.Name] = struct{}{}
+			r.markChain(owner, c.Name)
 		}
 	}
 	// Add before removing so that an element kept by the owner never drops to zero.
@@ -71,7 +78,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 		id := e.ID()
 		r.elemRefs[id]++
 		if prev, ok := r.elements[id]; !ok || !elementsEqual(prev, e) {
-			r.dirtyElems[id] = struct{}{}
+			r.markElem(owner, id)
 		}
 		r.elements[id] = e
 	}
@@ -80,7 +87,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 		if r.elemRefs[id]--; r.elemRefs[id] <= 0 {
 			delete(r.elemRefs, id)
 			delete(r.elements, id)
-			r.dirtyElems[id] = struct{}{}
+			r.markElem(owner, id)
 		}
 	}
 	if len(f.Chains) == 0 && len(f.Elements) == 0 {
@@ -106,26 +113,62 @@ func (r *Ruleset) Element(id string) (Element, bool) {
 	return e, ok
 }
 
-// takeDirty returns and clears the keys changed since the last call.
-func (r *Ruleset) takeDirty() (chains, elems map[string]struct{}) {
-	chains, elems = r.dirtyChains, r.dirtyElems
-	r.dirtyChains, r.dirtyElems = map[string]struct{}{}, map[string]struct{}{}
-	return chains, elems
+func (r *Ruleset) keys(owner string) *dirtyKeys {
+	d := r.dirty[owner]
+	if d == nil {
+		d = &dirtyKeys{chains: map[string]struct{}{}, elems: map[string]struct{}{}}
+		r.dirty[owner] = d
+	}
+	return d
 }
 
-// markAllDirty makes the next diff compare everything (full resync).
-func (r *Ruleset) markAllDirty(v *View) {
-	for n := range r.Chains {
-		r.dirtyChains[n] = struct{}{}
+func (r *Ruleset) markChain(owner, name string) { r.keys(owner).chains[name] = struct{}{} }
+func (r *Ruleset) markElem(owner, id string)    { r.keys(owner).elems[id] = struct{}{} }
+
+// takeDirty removes and returns the changed keys of the given owners (all when
+// owners is nil).
+func (r *Ruleset) takeDirty(owners []string) map[string]*dirtyKeys {
+	if owners == nil {
+		taken := r.dirty
+		r.dirty = map[string]*dirtyKeys{}
+		return taken
 	}
-	for id := range r.elements {
-		r.dirtyElems[id] = struct{}{}
+	taken := map[string]*dirtyKeys{}
+	for _, o := range owners {
+		if d, ok := r.dirty[o]; ok {
+			taken[o] = d
+			delete(r.dirty, o)
+		}
+	}
+	return taken
+}
+
+// DirtyOwners lists the owners with changes not yet planned, sorted.
+func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
+
+// markAllDirty makes the next plan compare everything (full resync), attributing each
+// key to its owner; keys only the kernel has go to staleOwner.
+func (r *Ruleset) markAllDirty(v *View) {
+	owned := map[string]bool{}
+	for owner, f := range r.owners {
+		for _, c := range f.Chains {
+			r.markChain(owner, c.Name)
+			owned[c.Name] = true
+		}
+		for _, e := range f.Elements {
+			r.markElem(owner, e.ID())
+			owned[e.ID()] = true
+		}
 	}
 	for n := range v.Chains {
-		r.dirtyChains[n] = struct{}{}
+		if !owned[n] {
+			r.markChain(staleOwner, n)
+		}
 	}
 	for id := range v.Elements {
-		r.dirtyElems[id] = struct{}{}
+		if !owned[id] {
+			r.markElem(staleOwner, id)
+		}
 	}
 }
 

@@ -18,7 +18,14 @@ type Tx struct {
 	AddElements []Element
 	DelChains   []string
 	DelSets     []string
+
+	// planned remembers which owners' changes this transaction carries, so that a
+	// refused transaction can be requeued exactly.
+	planned map[string]*dirtyKeys
 }
+
+// Owners lists the ruleset owners whose changes the transaction carries.
+func (t *Tx) Owners() []string { return sortedKeys(t.planned) }
 
 // Empty reports whether the transaction changes nothing.
 func (t *Tx) Empty() bool {
@@ -37,7 +44,13 @@ func (t *Tx) Size() int {
 // Plan returns the transaction that turns the kernel's view into the desired ruleset,
 // comparing only what changed in the ruleset since the last Plan (or everything after
 // a full resync). It does not change v; call Commit after the kernel accepted it.
-func Plan(desired *Ruleset, v *View) *Tx {
+func Plan(desired *Ruleset, v *View) *Tx { return plan(desired, v, nil) }
+
+// PlanOwners is Plan restricted to the changes of the given owners, so that one
+// Service the kernel refuses cannot hold back the others.
+func PlanOwners(desired *Ruleset, v *View, owners ...string) *Tx { return plan(desired, v, owners) }
+
+func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	tx := &Tx{Family: desired.Family, Table: desired.Table}
 	for _, name := range sortedKeys(desired.Sets) {
 		s := desired.Sets[name]
@@ -45,7 +58,16 @@ func Plan(desired *Ruleset, v *View) *Tx {
 			tx.AddSets = append(tx.AddSets, s)
 		}
 	}
-	chains, elems := desired.takeDirty()
+	tx.planned = desired.takeDirty(owners)
+	chains, elems := map[string]struct{}{}, map[string]struct{}{}
+	for _, d := range tx.planned {
+		for k := range d.chains {
+			chains[k] = struct{}{}
+		}
+		for k := range d.elems {
+			elems[k] = struct{}{}
+		}
+	}
 	for _, name := range sortedKeys(chains) {
 		want, wanted := desired.Chains[name]
 		cur, exists := v.Chains[name]
@@ -84,19 +106,15 @@ func PlanFull(desired *Ruleset, v *View) *Tx {
 	return Plan(desired, v)
 }
 
-// Requeue marks the transaction's keys dirty again after the kernel refused it, so that
+// Requeue puts the transaction's changes back after the kernel refused it, so that
 // the next Plan retries them.
 func (r *Ruleset) Requeue(tx *Tx) {
-	for _, c := range tx.Chains {
-		r.dirtyChains[c.Name] = struct{}{}
-	}
-	for _, c := range tx.DelChains {
-		r.dirtyChains[c] = struct{}{}
-	}
-	for _, e := range tx.AddElements {
-		r.dirtyElems[e.ID()] = struct{}{}
-	}
-	for _, e := range tx.DelElements {
-		r.dirtyElems[e.ID()] = struct{}{}
+	for owner, d := range tx.planned {
+		for k := range d.chains {
+			r.markChain(owner, k)
+		}
+		for k := range d.elems {
+			r.markElem(owner, k)
+		}
 	}
 }

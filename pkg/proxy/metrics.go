@@ -17,6 +17,7 @@ type Metrics struct {
 	SyncFailures        prometheus.Counter
 	InvalidObjects      *prometheus.CounterVec
 	ConntrackDeleted    prometheus.Counter
+	RefusedChanges      prometheus.Counter
 	TxObjects           prometheus.Histogram
 	HealthzTotal        *prometheus.CounterVec
 	LivezTotal          *prometheus.CounterVec
@@ -47,6 +48,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_conntrack_entries_deleted_total",
 			Help: "Stale UDP conntrack entries deleted after their endpoint went away"}),
+		RefusedChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_sync_refused_owner_changes_total",
+			Help: "Changes of one Service (or of the table skeleton) that the kernel refused even when applied alone"}),
 		TxObjects: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_sync_transaction_objects",
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		HealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubeproxy_proxy_healthz_total",
@@ -56,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
-			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.TxObjects,
+			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects,
 			m.HealthzTotal, m.LivezTotal)
 	}
 	return m

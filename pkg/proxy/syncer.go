@@ -169,23 +169,27 @@ func (p *Proxy) Sync() error {
 	} else {
 		tx = nft.Plan(p.desired, p.view)
 	}
+	var syncErr error
 	if err := p.cfg.Kernel.Apply(tx); err != nil {
 		p.fail()
 		p.desired.Requeue(tx)
-		if errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate {
+		if errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate || len(tx.Owners()) <= 1 {
 			p.mu.Lock()
-			p.needFull = true
+			p.needFull = p.needFull || errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate
 			p.mu.Unlock()
+			return fmt.Errorf("apply transaction of %d objects for %v: %w", tx.Size(), tx.Owners(), err)
 		}
-		return fmt.Errorf("apply transaction of %d objects: %w", tx.Size(), err)
+		// One bad Service must not hold back the others: retry each on its own.
+		syncErr = p.applyEach(tx.Owners(), err)
+	} else {
+		if tx.Recreate {
+			p.view = nft.NewView()
+		}
+		p.view.Commit(tx)
+		p.mu.Lock()
+		p.needFull = false
+		p.mu.Unlock()
 	}
-	if tx.Recreate {
-		p.view = nft.NewView()
-	}
-	p.view.Commit(tx)
-	p.mu.Lock()
-	p.needFull = false
-	p.mu.Unlock()
 	p.clearStaleUDP(oldUDP)
 
 	end := p.cfg.Now()
@@ -206,7 +210,32 @@ func (p *Proxy) Sync() error {
 		p.cfg.Health.Synced(end)
 	}
 	klog.V(2).InfoS("Synced", "full", full, "services", len(changed), "objects", tx.Size(), "elapsed", end.Sub(start))
-	return nil
+	return syncErr
+}
+
+// applyEach applies each owner's changes in its own transaction after the kernel
+// refused them together. Owners that still fail stay queued for the next retry and
+// are logged once each; the others land now.
+func (p *Proxy) applyEach(owners []string, batchErr error) error {
+	var failed []string
+	for _, owner := range owners {
+		tx := nft.PlanOwners(p.desired, p.view, owner)
+		if tx.Empty() {
+			continue
+		}
+		if err := p.cfg.Kernel.Apply(tx); err != nil {
+			p.desired.Requeue(tx)
+			failed = append(failed, owner)
+			p.cfg.Metrics.RefusedChanges.Inc()
+			klog.ErrorS(err, "Kernel refused the rules of one owner; others are applied", "owner", owner)
+			continue
+		}
+		p.view.Commit(tx)
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("kernel refused the changes of %v (batch error: %w)", failed, batchErr)
 }
 
 func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }

@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+func chainOf(name string) string {
+	return ChainName(endpoints.ServicePortName{Namespace: "ns", Name: name, Port: "http", Protocol: "TCP"})
+}
+
+func addWeb(tr *endpoints.Tracker, name, ip string, pods ...string) {
+	tr.OnServiceAdd(testService(name, ip, false, httpPort))
+	var eps []epSpec
+	for _, p := range pods {
+		eps = append(eps, readyEP(p))
+	}
+	tr.OnEndpointSliceAdd(testSlice(name, eps...))
+}
+
+func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
+	k := nft.NewFake()
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	m := NewMetrics(nil)
+	p := New(Config{Tracker: tr, Kernel: k, Metrics: m})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web"))
+	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
+	k.FailNext = 1
+	if err := p.Sync(); err == nil {
+		t.Fatal("sync succeeded although the kernel refused")
+	}
+	if after, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); after != before {
+		t.Fatal("a refused transaction changed the kernel")
+	}
+	if got := testutil.ToFloat64(m.SyncFailures); got != 1 {
+		t.Fatalf("sync failures metric = %v, want 1", got)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	after, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web"))
+	if len(after.Rules) != 1 || !strings.Contains(after.Rules[0].String(), "10.244.1.3") {
+		t.Fatalf("retry did not program the new endpoint: %v", after.Rules)
+	}
+}
+
+func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
+	k := nft.NewFake()
+	bad := chainOf("bad")
+	refusing := true
+	k.Refuse = func(tx *nft.Tx) error {
+		for _, c := range tx.Chains {
+			if c.Name == bad && refusing {
+				return errors.New("fake: invalid argument")
+			}
+		}
+		return nil
+	}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	m := NewMetrics(nil)
+	p := New(Config{Tracker: tr, Kernel: k, Metrics: m})
+	addWeb(tr, "good1", "10.96.0.10", "pod1")
+	addWeb(tr, "bad", "10.96.0.11", "pod2")
+	addWeb(tr, "good2", "10.96.0.12", "pod3")
+	err := p.Sync()
+	if err == nil || !strings.Contains(err.Error(), "svc:ns/bad") {
+		t.Fatalf("sync error %v, want one naming the refused Service", err)
+	}
+	for _, name := range []string{"good1", "good2"} {
+		if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf(name)); !ok {
+			t.Fatalf("%s was held back by the refused Service", name)
+		}
+	}
+	if _, ok := k.Chain(nft.FamilyIPv4, TableName, bad); ok {
+		t.Fatal("the refused Service is in the kernel")
+	}
+	if got := testutil.ToFloat64(m.RefusedChanges); got != 1 {
+		t.Fatalf("refused changes metric = %v, want 1", got)
+	}
+	// Traffic to good Services still flows by the kernel's own state.
+	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	if full := nft.PlanFull(p.desired, kv); len(full.Chains) != 1 || full.Chains[0].Name != bad {
+		t.Fatalf("kernel differs from desired in more than the refused Service: %v", full.Owners())
+	}
+	refusing = false
+	if err := p.Sync(); err != nil {
+		t.Fatalf("sync after the kernel accepts again: %v", err)
+	}
+	if _, ok := k.Chain(nft.FamilyIPv4, TableName, bad); !ok {
+		t.Fatal("the once-refused Service was not retried")
+	}
+}
+
+// runProxy runs the loop until stop is called or the test ends.
+func runProxy(t *testing.T, p *Proxy) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = p.Run(ctx, nil) }()
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunProgramsChangesAndCoalescesBursts(t *testing.T) {
+	k := nft.NewFake()
+	var p *Proxy
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnChange: func() { p.Trigger() }})
+	p = New(Config{Tracker: tr, Kernel: k, MinSyncPeriod: 300 * time.Millisecond})
+	runProxy(t, p)
+	eventually(t, "the first sync", func() bool { return k.Applied() == 1 })
+	for i, name := range []string{"a", "b", "c", "d", "e"} {
+		addWeb(tr, name, "10.96.0."+string(rune('1'+i)), "pod1")
+	}
+	eventually(t, "all five Services", func() bool {
+		_, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("e"))
+		return ok
+	})
+	if n := k.Applied(); n > 3 {
+		t.Fatalf("a burst of 5 changes took %d transactions, want them coalesced", n)
+	}
+}
+
+func TestRunRetriesAndRepairsDrift(t *testing.T) {
+	k := nft.NewFake()
+	k.FailNext = 2
+	var p *Proxy
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnChange: func() { p.Trigger() }})
+	m := NewMetrics(nil)
+	p = New(Config{Tracker: tr, Kernel: k, Metrics: m, SyncPeriod: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	stop := runProxy(t, p)
+	has := func() bool { _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); return ok }
+	eventually(t, "the Service after two refused transactions", has)
+	if got := testutil.ToFloat64(m.SyncFailures); got < 1 {
+		t.Fatalf("sync failures = %v, want the refused transactions counted", got)
+	}
+	k.Tamper(nft.FamilyIPv4, TableName, chainOf("web"))
+	eventually(t, "the periodic resync to restore the deleted chain", has)
+	stop()
+	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	if tx := nft.PlanFull(p.Desired(), kv); !tx.Empty() {
+		t.Fatalf("kernel and desired differ after retries and repair: %v", tx.Owners())
+	}
+}
