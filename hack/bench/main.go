@@ -37,6 +37,8 @@ type result struct {
 	ChangeSeconds  float64 `json:"endpoint_change_s"`
 	AddSeconds     float64 `json:"add_service_s"`
 	RSSMiB         float64 `json:"rss_mib"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"`
+	HeapMiB        float64 `json:"heap_after_gc_mib"`
 	KernelRules    int     `json:"rules"`
 	ChangeSamples  int     `json:"change_samples"`
 	ColdTxObjects  int     `json:"cold_tx_objects"`
@@ -82,7 +84,16 @@ func run(n, e, samples int) error {
 		return fmt.Errorf("cold sync: %w", err)
 	}
 	r := result{Services: n, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
-	r.RSSMiB = rssMiB()
+	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.HeapMiB = float64(ms.HeapInuse) / (1 << 20)
+	if hp := os.Getenv("BENCH_HEAPPROFILE"); hp != "" {
+		f, _ := os.Create(hp)
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 
 	if profile != "" {
 		pf, err := os.Create(profile)
@@ -161,10 +172,10 @@ func slice(i, e, gen int) *discoveryv1.EndpointSlice {
 	return s
 }
 
-func rssMiB() float64 {
+func procStatusMiB(field string) float64 {
 	b, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
+		if strings.HasPrefix(l, field) {
 			f := strings.Fields(l)
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024

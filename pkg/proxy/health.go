@@ -39,6 +39,9 @@ func (h *Health) Synced(t time.Time) {
 func (h *Health) healthy(now time.Time) (bool, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.lastUpdated.IsZero() {
+		return false, h.lastUpdated // like kube-proxy: not healthy before the first sync
+	}
 	return h.oldestQueue.IsZero() || now.Sub(h.oldestQueue) <= h.Timeout, h.lastUpdated
 }
 

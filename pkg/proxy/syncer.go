@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
+
+// bigTransaction is the size above which a sync returns freed memory to the OS.
+const bigTransaction = 20000
 
 // ConntrackCleaner deletes UDP conntrack entries towards an endpoint that is gone.
 type ConntrackCleaner interface {
@@ -122,6 +126,12 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 			case <-time.After(wait):
 			}
 		}
+		// This sync takes every change queued so far; a trigger left from those
+		// changes must not cause an empty sync that restarts the MinSyncPeriod clock.
+		select {
+		case <-p.trigger:
+		default:
+		}
 		if err := p.Sync(); err != nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), p.cfg.MaxBackoff)
 			klog.ErrorS(err, "Sync failed; will retry", "backoff", backoff)
@@ -191,9 +201,17 @@ func (p *Proxy) Sync() error {
 		p.mu.Unlock()
 	}
 	p.clearStaleUDP(oldUDP)
+	if tx.Size() > bigTransaction {
+		// A cold load builds hundreds of MiB of netlink messages and echoes that are
+		// garbage once the kernel answered; hand them back now rather than keeping the
+		// process at its peak size until the next GC cycles.
+		debug.FreeOSMemory()
+	}
 
 	end := p.cfg.Now()
-	p.lastSync = end
+	if len(changed) > 0 || !tx.Empty() {
+		p.lastSync = end // burst control counts syncs that did something
+	}
 	elapsed := end.Sub(start).Seconds()
 	p.cfg.Metrics.SyncDuration.Observe(elapsed)
 	if full {

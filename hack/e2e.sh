@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the end-to-end suite (test/e2e) against one proxy in a kind-like
+# cluster made of network namespaces. PROXY=svcproxy (default),
+# kube-proxy-iptables or kube-proxy-nftables. E2E_RUN=regexp selects tests.
+# E2E_RESULTS=file.json writes the per-scenario results for hack/e2e-matrix.sh.
+# Must run as root; never touches the root network namespace.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PROXY="${PROXY:-svcproxy}"
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "e2e: must run as root (network namespaces)" >&2
+	exit 1
+fi
+
+# Tools the harness and the proxies use inside the namespaces.
+missing=()
+for pair in ip:iproute2 nft:nftables iptables:iptables conntrack:conntrack; do
+	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+if ((${#missing[@]})); then
+	echo "e2e: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq "${missing[@]}" >/dev/null ||
+		{ apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }
+fi
+
+bins="$(hack/build-k8s-bins.sh | tail -n1)"
+mkdir -p bin
+go build -tags e2e -o bin/e2e-nodeagent ./test/e2e/nodeagent
+if [[ $PROXY == svcproxy ]]; then
+	go build -o bin/svcproxy ./cmd/svcproxy
+fi
+
+# Per-run prefix: the pid lets the next run remove namespaces of a killed run.
+prefix="spe2e-$$-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')-"
+cleanup() {
+	local n p
+	for n in $(ls /run/netns 2>/dev/null | grep "^${prefix}" || true); do
+		for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+		ip netns del "$n" 2>/dev/null || true
+	done
+}
+testpid=""
+on_signal() {
+	[[ -n $testpid ]] && kill -TERM "$testpid" 2>/dev/null && wait "$testpid" || true
+	cleanup
+	exit 130
+}
+trap cleanup EXIT
+trap on_signal INT TERM HUP
+
+# A compiled test binary (not `go test`) so that a signal reaches the process
+# that tears the cluster down.
+go test -c -tags e2e -o bin/e2e.test ./test/e2e/
+args=(-test.v -test.count=1 -test.timeout=25m)
+[[ -n ${E2E_RUN:-} ]] && args+=(-test.run "$E2E_RUN")
+echo "e2e: PROXY=$PROXY k8s binaries $bins prefix $prefix" >&2
+E2E_K8S_BINS="$bins" \
+	E2E_NODEAGENT_BIN="$root/bin/e2e-nodeagent" \
+	E2E_SVCPROXY_BIN="$root/bin/svcproxy" \
+	E2E_PREFIX="$prefix" \
+	bin/e2e.test "${args[@]}" &
+testpid=$!
+rc=0
+wait "$testpid" || rc=$?
+testpid=""
+exit "$rc"

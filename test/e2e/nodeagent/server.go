@@ -1,0 +1,118 @@
+//go:build e2e
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/test/e2e/netns"
+)
+
+// Ports every pod serves besides those its containers declare.
+const (
+	defaultTCPPort = 80
+	defaultUDPPort = 5005
+)
+
+type pod struct {
+	name        string
+	netns       string
+	ip          netip.Addr
+	idx         int
+	terminating bool
+	stopped     bool
+
+	mu      sync.Mutex
+	closers []func()
+}
+
+// serve starts an HTTP server on every TCP port and a UDP echo on every UDP
+// port of the pod; each answers with the pod's name (HTTP /clientip answers
+// with the source address of the request instead).
+func (p *pod) serve(in *corev1.Pod) error {
+	tcp := map[int32]bool{defaultTCPPort: true}
+	udp := map[int32]bool{defaultUDPPort: true}
+	for _, c := range in.Spec.Containers {
+		for _, cp := range c.Ports {
+			switch cp.Protocol {
+			case corev1.ProtocolUDP:
+				udp[cp.ContainerPort] = true
+			case corev1.ProtocolTCP, "":
+				tcp[cp.ContainerPort] = true
+			}
+		}
+	}
+	answer := []byte(p.name + "\n")
+	for port := range tcp {
+		l, err := netns.Listen(p.netns, "tcp4", fmt.Sprintf(":%d", port))
+		if err != nil {
+			p.close()
+			return fmt.Errorf("listen tcp %d: %w", port, err)
+		}
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				if r.URL.Path == "/clientip" { // the source address the pod sees
+					host, _, _ := net.SplitHostPort(r.RemoteAddr)
+					_, _ = w.Write([]byte(host + "\n"))
+					return
+				}
+				_, _ = w.Write(answer)
+			}),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Printf("pod %s: http: %v", p.name, err)
+			}
+		}()
+		p.add(func() { _ = srv.Close() })
+	}
+	for port := range udp {
+		c, err := netns.ListenPacket(p.netns, "udp4", fmt.Sprintf(":%d", port))
+		if err != nil {
+			p.close()
+			return fmt.Errorf("listen udp %d: %w", port, err)
+		}
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				_, from, err := c.ReadFrom(buf)
+				if err != nil {
+					if !errors.Is(err, net.ErrClosed) {
+						log.Printf("pod %s: udp: %v", p.name, err)
+					}
+					return
+				}
+				_, _ = c.WriteTo(answer, from)
+			}
+		}()
+		p.add(func() { _ = c.Close() })
+	}
+	return nil
+}
+
+func (p *pod) add(f func()) {
+	p.mu.Lock()
+	p.closers = append(p.closers, f)
+	p.mu.Unlock()
+}
+
+func (p *pod) close() {
+	p.mu.Lock()
+	cs := p.closers
+	p.closers = nil
+	p.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+}

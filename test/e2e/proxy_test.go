@@ -1,0 +1,112 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/svcproxy/svcproxy/test/e2e/netns"
+)
+
+// proxyCommand is the command line of the proxy under test on node n: the
+// same kube-proxy flags for every implementation.
+func (c *cluster) proxyCommand(n *node) []string {
+	common := []string{
+		"--kubeconfig=" + c.proxyKC,
+		"--hostname-override=" + n.name,
+		"--cluster-cidr=" + clusterCIDR,
+		"--metrics-bind-address=127.0.0.1:10249",
+		fmt.Sprintf("--healthz-bind-address=0.0.0.0:%d", healthzPort),
+		// Conntrack sysctls are global (init netns only): leave them alone.
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+		"-v=2",
+	}
+	switch c.proxyKind {
+	case "kube-proxy-iptables":
+		return append([]string{c.bin("kube-proxy"), "--proxy-mode=iptables"}, common...)
+	case "kube-proxy-nftables":
+		return append([]string{c.bin("kube-proxy"), "--proxy-mode=nftables"}, common...)
+	default:
+		return append([]string{c.svcproxyBin}, common...)
+	}
+}
+
+func (c *cluster) startProxies(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if err := c.startProxy(n); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.waitProxyHealthy(ctx, n, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cluster) startProxy(n *node) error {
+	argv := c.proxyCommand(n)
+	p, err := c.start("proxy-"+n.short, n.netns, argv...)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.proxy = p
+	n.mu.Unlock()
+	return nil
+}
+
+// waitProxyHealthy polls the proxy's healthz endpoint inside its node.
+func (c *cluster) waitProxyHealthy(ctx context.Context, n *node, timeout time.Duration) error {
+	n.mu.Lock()
+	p := n.proxy
+	n.mu.Unlock()
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: netns.DialFunc(n.netns, time.Second), DisableKeepAlives: true},
+		Timeout:   time.Second,
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort)
+	return pollOrAbort(ctx, timeout, 50*time.Millisecond, func() (bool, string, error) {
+		if p.exited() {
+			return false, "", fmt.Errorf("proxy on %s exited (%v):\n%s", n.name, p.err, tail(filepath.Join(c.logDir, p.name+".log"), 20))
+		}
+		resp, err := hc.Get(url)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body), nil
+	})
+}
+
+// killProxy kills the proxy on n with SIGKILL and waits for it to die.
+func (c *cluster) killProxy(n *node) {
+	n.mu.Lock()
+	p := n.proxy
+	n.mu.Unlock()
+	p.kill()
+	<-p.done
+}
+
+// rules returns what the kernel holds in the node's namespace: the nftables
+// ruleset (which includes iptables-nft rules) and iptables-save's view.
+func (c *cluster) rules(n *node) string {
+	nft, err := netns.Exec(n.netns, "nft", "list", "ruleset")
+	if err != nil {
+		nft += "\n" + err.Error()
+	}
+	ipt, err := netns.Exec(n.netns, "iptables-save")
+	if err != nil {
+		ipt += "\n" + err.Error()
+	}
+	return nft + "\n" + ipt
+}
