@@ -1,17 +1,14 @@
 package netnstest
 
 import (
-	"fmt"
 	"net"
-	"runtime"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
-// Dial opens a connection from inside the namespace. The socket is created on an OS
-// thread switched into the namespace and keeps living there after the thread
-// switches back, so the returned conn can be used from any goroutine.
+// Dial opens a connection from inside the namespace; the conn can be used from any
+// goroutine (see internal/netns).
 func (ns *NS) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	return ns.DialFrom(network, "", addr, timeout)
 }
@@ -19,26 +16,10 @@ func (ns *NS) Dial(network, addr string, timeout time.Duration) (net.Conn, error
 // DialFrom is Dial with a fixed local address (e.g. ":40000" for a UDP flow that
 // must keep its source port).
 func (ns *NS) DialFrom(network, local, addr string, timeout time.Duration) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- result{err: fmt.Errorf("get netns: %w", err)}
-			runtime.UnlockOSThread()
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(ns.Fd)); err != nil {
-			ch <- result{err: fmt.Errorf("enter %s: %w", ns.Name, err)}
-			runtime.UnlockOSThread()
-			return
-		}
+	var c net.Conn
+	err := netns.Do(ns.Path(), func() error {
 		d := net.Dialer{Timeout: timeout}
+		var err error
 		if local != "" {
 			switch network {
 			case "udp", "udp4":
@@ -46,47 +27,26 @@ func (ns *NS) DialFrom(network, local, addr string, timeout time.Duration) (net.
 			default:
 				d.LocalAddr, err = net.ResolveTCPAddr(network, local)
 			}
+			if err != nil {
+				return err
+			}
 		}
-		var c net.Conn
-		if err == nil {
-			c, err = d.Dial(network, addr)
-		}
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread() // else the thread stays locked and dies with the goroutine
-		}
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+		c, err = d.Dial(network, addr)
+		return err
+	})
+	return c, err
 }
 
-// Listen opens a listener inside the namespace (see Dial).
+// Listen opens a listener inside the namespace.
 func (ns *NS) Listen(network, addr string) (net.Listener, error) {
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- result{err: err}
-			runtime.UnlockOSThread()
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(netns.NsHandle(ns.Fd)); err != nil {
-			ch <- result{err: err}
-			runtime.UnlockOSThread()
-			return
-		}
-		l, err := net.Listen(network, addr)
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	return r.l, r.err
+	var l net.Listener
+	err := netns.Do(ns.Path(), func() error {
+		var err error
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
 }
+
+// Path is the namespace's bind mount.
+func (ns *NS) Path() string { return "/run/netns/" + ns.Name }

@@ -12,51 +12,19 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	inetns "github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // Path is the bind-mount path of a named network namespace.
 func Path(name string) string { return "/run/netns/" + name }
 
 // Do runs fn on an OS thread that has entered the named network namespace.
-func Do(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open own netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(Path(name))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open netns %s: %w", name, err)
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", name, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Leave the thread locked: the runtime ends it with this goroutine.
-			errc <- fmt.Errorf("leave netns %s: %w", name, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func Do(name string, fn func() error) error { return inetns.Do(Path(name), fn) }
 
 // DialFunc returns a dial function whose sockets live in the named namespace.
 func DialFunc(name string, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
