@@ -41,6 +41,14 @@ var kubeProxyFlags = []string{
 	"log-json-info-buffer-size", "log-text-split-stream", "log-text-info-buffer-size",
 }
 
+// kubeProxyBoolFlags are the boolean ones among kubeProxyFlags: like kube-proxy's,
+// they take no value unless given with "=", so they must not swallow the next flag.
+var kubeProxyBoolFlags = map[string]bool{
+	"bind-address-hard-fail": true, "conntrack-tcp-be-liberal": true, "init-only": true,
+	"iptables-localhost-nodeports": true, "ipvs-strict-arp": true, "localhost-nodeports": true,
+	"profiling": true, "log-json-split-stream": true, "log-text-split-stream": true,
+}
+
 func parseFlags(args []string) (*options, error) {
 	o := &options{ignored: map[string]*string{}}
 	fs := pflag.NewFlagSet("svcproxy", pflag.ContinueOnError)
@@ -57,6 +65,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
 	for _, name := range kubeProxyFlags {
 		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
+		if kubeProxyBoolFlags[name] {
+			fs.Lookup(name).NoOptDefVal = "true"
+		}
 		_ = fs.MarkHidden(name)
 	}
 	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -72,25 +83,40 @@ func parseFlags(args []string) (*options, error) {
 			klog.InfoS("Warning: kube-proxy flag has no effect in svcproxy", "flag", "--"+name, "value", *v)
 		}
 	}
-	if o.clusterCIDR != "" {
-		for _, c := range strings.Split(o.clusterCIDR, ",") {
-			if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
-				return nil, fmt.Errorf("--cluster-cidr %q: %w", o.clusterCIDR, err)
-			}
-		}
+	if err := o.validateClusterCIDR(); err != nil {
+		return nil, err
 	}
 	return o, nil
+}
+
+// validateClusterCIDR accepts a prefix or a dual-stack pair, like kube-proxy.
+func (o *options) validateClusterCIDR() error {
+	if o.clusterCIDR == "" {
+		return nil
+	}
+	for _, c := range strings.Split(o.clusterCIDR, ",") {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
+			return fmt.Errorf("--cluster-cidr %q: %w", o.clusterCIDR, err)
+		}
+	}
+	return nil
 }
 
 // warnUnknown logs flags that neither svcproxy nor kube-proxy define; they are
 // skipped rather than failing the start.
 func warnUnknown(fs *pflag.FlagSet, args []string) {
 	for _, a := range args {
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+		if a == "--" {
+			return // what follows is not flags
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
 			continue
 		}
 		name := strings.TrimLeft(a, "-")
 		name, _, _ = strings.Cut(name, "=")
+		if !strings.HasPrefix(a, "--") && len(name) > 1 && fs.ShorthandLookup(name[:1]) != nil {
+			continue // -v2 is -v=2
+		}
 		if fs.Lookup(name) == nil && (len(name) != 1 || fs.ShorthandLookup(name) == nil) {
 			fmt.Fprintf(os.Stderr, "Warning: unknown flag --%s ignored\n", name)
 		}

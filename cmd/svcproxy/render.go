@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -27,13 +26,12 @@ func renderCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	opts := proxy.Options{MasqueradeAll: *masqAll}
-	if *cidr != "" {
-		if opts.ClusterCIDR, err = netip.ParsePrefix(*cidr); err != nil {
-			fmt.Fprintf(os.Stderr, "--cluster-cidr: %v\n", err)
-			return 2
-		}
+	o := &options{clusterCIDR: *cidr}
+	if err := o.validateClusterCIDR(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
+	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR()}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnInvalid: func(kind, ns, name, reason string) {
 		fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s: %s\n", kind, ns, name, reason)
 	}})

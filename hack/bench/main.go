@@ -79,9 +79,22 @@ func run(n, e, samples int) error {
 	p := proxy.New(proxy.Config{Tracker: tr, Kernel: kernel, Options: proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")}})
 	runtime.GC()
 
+	if cp := os.Getenv("BENCH_COLD_CPUPROFILE"); cp != "" {
+		pf, err := os.Create(cp)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pf.Close()
+	}
 	start := time.Now()
 	if err := p.Sync(); err != nil {
 		return fmt.Errorf("cold sync: %w", err)
+	}
+	if os.Getenv("BENCH_COLD_CPUPROFILE") != "" {
+		pprof.StopCPUProfile()
 	}
 	r := result{Services: n, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")

@@ -86,6 +86,12 @@ func (o *Objects) decodeAll(data []byte) error {
 			o.Services = append(o.Services, x)
 		case *discoveryv1.EndpointSlice:
 			o.EndpointSlices = append(o.EndpointSlices, x)
+		case *v1.List: // what `kubectl get svc,endpointslices -o yaml` writes
+			for _, item := range x.Items {
+				if err := o.decodeAll(item.Raw); err != nil {
+					return fmt.Errorf("document %d: %w", i, err)
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"io"
+	"net/netip"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	defaults := options{
+		syncPeriod:    30 * time.Second,
+		minSyncPeriod: time.Second,
+		metricsAddr:   "127.0.0.1:10249",
+		healthzAddr:   "0.0.0.0:10256",
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    func(o *options) // adjusts defaults to the expected result
+		ignored map[string]string
+		cidr    string // expected ipv4ClusterCIDR, "" for none
+		wantErr string
+	}{
+		{name: "no flags keeps kube-proxy's defaults", want: func(*options) {}},
+		{
+			name: "ignored kube-proxy flags, = and space forms, do not swallow the next flag",
+			args: []string{"--proxy-mode=iptables", "--conntrack-max-per-core", "0", "--hostname-override", "node-a",
+				"--config", "/x", "--masquerade-all", "--feature-gates=A=true,B=false", "--sync-period=5s"},
+			want: func(o *options) {
+				o.hostnameOverride, o.masqueradeAll, o.syncPeriod = "node-a", true, 5*time.Second
+			},
+			ignored: map[string]string{"proxy-mode": "iptables", "conntrack-max-per-core": "0", "config": "/x", "feature-gates": "A=true,B=false"},
+		},
+		{
+			name: "unknown flags, = and space forms, are skipped and later flags still apply",
+			args: []string{"--totally-unknown=1", "--min-sync-period", "2s", "--totally-unknown2", "value",
+				"--metrics-bind-address", "127.0.0.1:9999", "--kubeconfig=/kc"},
+			want: func(o *options) {
+				o.minSyncPeriod, o.metricsAddr, o.kubeconfig = 2*time.Second, "127.0.0.1:9999", "/kc"
+			},
+		},
+		{
+			name: "own flags",
+			args: []string{"--master", "https://api:6443", "--healthz-bind-address", "", "--cleanup", "--manifests", "/m", "-v", "2"},
+			want: func(o *options) {
+				o.master, o.healthzAddr, o.cleanup, o.manifests = "https://api:6443", "", true, "/m"
+			},
+		},
+		{
+			name: "IPv4 cluster CIDR",
+			args: []string{"--cluster-cidr", "10.244.0.0/16"},
+			want: func(o *options) { o.clusterCIDR = "10.244.0.0/16" },
+			cidr: "10.244.0.0/16",
+		},
+		{
+			name: "dual-stack cluster CIDR picks the IPv4 prefix",
+			args: []string{"--cluster-cidr", "10.244.0.0/16,fd00::/48"},
+			want: func(o *options) { o.clusterCIDR = "10.244.0.0/16,fd00::/48" },
+			cidr: "10.244.0.0/16",
+		},
+		{
+			name: "dual-stack cluster CIDR, IPv6 first, with a space",
+			args: []string{"--cluster-cidr=fd00::/48, 10.244.0.0/16"},
+			want: func(o *options) { o.clusterCIDR = "fd00::/48, 10.244.0.0/16" },
+			cidr: "10.244.0.0/16",
+		},
+		{
+			name: "IPv6-only cluster CIDR has no IPv4 prefix",
+			args: []string{"--cluster-cidr", "fd00::/48"},
+			want: func(o *options) { o.clusterCIDR = "fd00::/48" },
+		},
+		{name: "bad cluster CIDR fails", args: []string{"--cluster-cidr", "bad"}, wantErr: `--cluster-cidr "bad"`},
+		{name: "one bad entry of a dual-stack CIDR fails", args: []string{"--cluster-cidr", "10.244.0.0/16,nope"}, wantErr: "--cluster-cidr"},
+		{name: "bad duration fails", args: []string{"--sync-period", "soon"}, wantErr: "sync-period"},
+		{name: "own flag without its value fails", args: []string{"--hostname-override"}, wantErr: "hostname-override"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stderr := silenceStderr(t)
+			o, err := parseFlags(tc.args)
+			t.Logf("stderr: %s", stderr())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseFlags(%q) = %v, want an error containing %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%q): %v", tc.args, err)
+			}
+			want := defaults
+			tc.want(&want)
+			got := *o
+			got.ignored = nil
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("parseFlags(%q)\n got %+v\nwant %+v", tc.args, got, want)
+			}
+			for name, v := range tc.ignored {
+				if p := o.ignored[name]; p == nil || *p != v {
+					t.Errorf("ignored flag --%s: got %v, want %q", name, p, v)
+				}
+			}
+			var wantCIDR netip.Prefix
+			if tc.cidr != "" {
+				wantCIDR = netip.MustParsePrefix(tc.cidr)
+			}
+			if got := o.ipv4ClusterCIDR(); got != wantCIDR {
+				t.Errorf("ipv4ClusterCIDR() = %v, want %v", got, wantCIDR)
+			}
+		})
+	}
+}
+
+// TestUnknownFlagWarning checks that an unknown flag is reported on stderr, and a
+// known or kube-proxy one is not.
+func TestUnknownFlagWarning(t *testing.T) {
+	stderr := silenceStderr(t)
+	if _, err := parseFlags([]string{"--totally-unknown=1", "--proxy-mode", "ipvs", "--sync-period=1m", "-v=1"}); err != nil {
+		t.Fatal(err)
+	}
+	out := stderr()
+	if !strings.Contains(out, "unknown flag --totally-unknown ignored") {
+		t.Errorf("no warning for --totally-unknown in %q", out)
+	}
+	for _, known := range []string{"--proxy-mode ", "--sync-period ", "--v "} {
+		if strings.Contains(out, "unknown flag "+known) {
+			t.Errorf("%s reported unknown: %q", known, out)
+		}
+	}
+}
+
+// silenceStderr redirects os.Stderr to a pipe until the test ends; the returned
+// function restores it and returns what was written.
+func silenceStderr(t *testing.T) func() string {
+	t.Helper()
+	restore, read := capture(t, &os.Stderr)
+	t.Cleanup(func() { restore() })
+	return func() string { restore(); return read() }
+}
+
+// capture redirects *f to a pipe that is drained concurrently.
+func capture(t *testing.T, f **os.File) (restore func(), read func() string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := *f
+	*f = w
+	var buf strings.Builder
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(&buf, r); close(done) }()
+	restored := false
+	restore = func() {
+		if restored {
+			return
+		}
+		restored = true
+		*f = orig
+		w.Close()
+		<-done
+		r.Close()
+	}
+	return restore, func() string { restore(); return buf.String() }
+}
+
+func TestRenderCommand(t *testing.T) {
+	dir := t.TempDir()
+	slice := strings.ReplaceAll(string(mustReadSeed(t)), "10.244.1.3", "10.244.1.9")
+	if err := os.WriteFile(dir+"/seed.yaml", []byte(slice), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains []string
+		absent   []string
+	}{
+		{
+			name:     "embedded seed example",
+			args:     []string{"render"},
+			contains: []string{"table ip svcproxy", "dnat to 10.244.1.2:80", "dnat to 10.244.1.3:80", "10.96.0.10"},
+		},
+		{
+			name:     "directory given with -f",
+			args:     []string{"render", "-f", dir},
+			contains: []string{"table ip svcproxy", "dnat to 10.244.1.2:80", "dnat to 10.244.1.9:80"},
+			absent:   []string{"10.244.1.3:80"},
+		},
+		{
+			name:     "cluster CIDR adds masquerading of traffic from outside it",
+			args:     []string{"render", "--cluster-cidr", "10.244.0.0/16"},
+			contains: []string{"10.244.0.0/16", "masquerade"},
+		},
+		{name: "missing directory", args: []string{"render", "-f", dir + "/nope"}, code: 1},
+		{name: "bad cluster CIDR", args: []string{"render", "--cluster-cidr", "bad"}, code: 2},
+		{name: "unknown render flag", args: []string{"render", "--bogus"}, code: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			silenceStderr(t)
+			restore, read := capture(t, &os.Stdout)
+			code := run(tc.args)
+			restore()
+			out := read()
+			if code != tc.code {
+				t.Fatalf("run(%q) = %d, want %d; stdout:\n%s", tc.args, code, tc.code, out)
+			}
+			for _, s := range tc.contains {
+				if !strings.Contains(out, s) {
+					t.Errorf("run(%q) output lacks %q:\n%s", tc.args, s, out)
+				}
+			}
+			for _, s := range tc.absent {
+				if strings.Contains(out, s) {
+					t.Errorf("run(%q) output has %q:\n%s", tc.args, s, out)
+				}
+			}
+			if tc.code != 0 && out != "" {
+				t.Errorf("failed render printed a ruleset:\n%s", out)
+			}
+		})
+	}
+}
+
+func mustReadSeed(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(seedManifests(t) + "/my-nginx.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBareKubeProxyBoolFlags: kube-proxy's boolean flags are valid without a value
+// (`--profiling`), so the accepted-and-ignored copies must not take the next
+// argument as their value.
+func TestBareKubeProxyBoolFlags(t *testing.T) {
+	for _, name := range []string{"bind-address-hard-fail", "conntrack-tcp-be-liberal", "init-only",
+		"iptables-localhost-nodeports", "ipvs-strict-arp", "profiling", "log-json-split-stream", "log-text-split-stream"} {
+		t.Run(name, func(t *testing.T) {
+			silenceStderr(t)
+			o, err := parseFlags([]string{"--" + name, "--cluster-cidr", "10.244.0.0/16", "--" + name + "=false", "--hostname-override", "node-a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.clusterCIDR != "10.244.0.0/16" || o.hostnameOverride != "node-a" {
+				t.Fatalf("--%s swallowed the next flag: cluster-cidr %q, hostname-override %q, --%s=%q",
+					name, o.clusterCIDR, o.hostnameOverride, name, *o.ignored[name])
+			}
+		})
+	}
+}

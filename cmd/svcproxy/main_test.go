@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/deploy"
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+)
+
+func TestMain(m *testing.M) {
+	netnstest.ServeEchoIfAsked()
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// svcproxyBin builds the real binary once per test run and returns its path.
+func svcproxyBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("no go tool in PATH: %w", err)
+			return
+		}
+		if binDir, buildErr = os.MkdirTemp("", "svcproxy-bin"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "svcproxy")
+		out, err := exec.Command(goTool, "build", "-o", binPath, "github.com/svcproxy/svcproxy/cmd/svcproxy").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// seedManifests writes the embedded seed example (Service my-nginx, 10.96.0.10:80,
+// endpoints 10.244.1.2 and 10.244.1.3) to a fresh directory.
+func seedManifests(t *testing.T) string {
+	t.Helper()
+	data, err := deploy.Examples.ReadFile("examples/my-nginx.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "my-nginx.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// daemon is an svcproxy process running in a namespace.
+type daemon struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // of Wait, valid once done is closed
+}
+
+// startSvcproxy runs the built binary with args inside ns. Its output is appended to
+// logPath, which is printed if the test fails; the process is killed at the end.
+func startSvcproxy(t *testing.T, ns *netnstest.NS, logPath string, args ...string) *daemon {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := ns.Command(append([]string{svcproxyBin(t)}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start svcproxy: %v", err)
+	}
+	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() { d.kill() })
+	return d
+}
+
+// kill sends SIGKILL (`ip netns exec` execs in place, so the pid is svcproxy's) and
+// waits for the process to be gone.
+func (d *daemon) kill() {
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (d *daemon) stop(t *testing.T) int {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("svcproxy did not exit within 10s of SIGTERM")
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// dumpLogOnFailure prints a log file if the test failed.
+func dumpLogOnFailure(t *testing.T, what, path string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		b, _ := os.ReadFile(path)
+		t.Logf("--- %s log (%s)\n%s", what, path, b)
+	})
+}
+
+// waitFor calls f until it returns nil or timeout passes, then fails with f's last error.
+func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// healthz GETs /healthz from inside ns and returns the status code and lastUpdated.
+func healthz(ns *netnstest.NS, addr string) (int, string, error) {
+	resp, err := ns.HTTPClient(time.Second).Get("http://" + addr + "/healthz")
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", err
+	}
+	var body struct {
+		LastUpdated string `json:"lastUpdated"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		return resp.StatusCode, "", fmt.Errorf("healthz body %q: %w", b, err)
+	}
+	return resp.StatusCode, body.LastUpdated, nil
+}
+
+// waitSynced waits until /healthz answers 200 with a non-zero lastUpdated, i.e. the
+// process has completed a sync.
+func waitSynced(t *testing.T, ns *netnstest.NS, addr string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "/healthz 200 after a sync", func() error {
+		code, last, err := healthz(ns, addr)
+		switch {
+		case err != nil:
+			return err
+		case code != 200:
+			return fmt.Errorf("status %d", code)
+		case last == "" || strings.HasPrefix(last, "0001-01-01"):
+			return fmt.Errorf("not synced yet (lastUpdated %q)", last)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+)
+
+// TestPrometheusScrapesMetrics runs a real Prometheus next to svcproxy in a node
+// namespace and checks, through Prometheus' query API, that it scrapes svcproxy's
+// metrics endpoint and that the kube-proxy sync metrics are there and sane.
+func TestPrometheusScrapesMetrics(t *testing.T) {
+	netnstest.RequireRoot(t)
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("needs the prometheus binary (Debian: apt-get install -y prometheus)")
+	}
+	svcproxyBin(t)
+	node := netnstest.New(t, "prom")
+	tmp := t.TempDir()
+	logPath := filepath.Join(tmp, "svcproxy.log")
+	promLog := filepath.Join(tmp, "prometheus.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	dumpLogOnFailure(t, "prometheus", promLog)
+
+	metrics := freeLoopbackAddr(t, node)
+	startSvcproxy(t, node, logPath, "--manifests", seedManifests(t),
+		"--metrics-bind-address", metrics, "--healthz-bind-address", freeLoopbackAddr(t, node))
+
+	promAddr := freeLoopbackAddr(t, node)
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+- job_name: svcproxy
+  static_configs:
+  - targets: [%q]
+`, metrics)
+	configPath := filepath.Join(tmp, "prometheus.yml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, node, promLog, promBin, "--config.file="+configPath,
+		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr, "--log.level=warn")
+
+	client := node.HTTPClient(2 * time.Second)
+	query := func(q string) (labels map[string]string, value float64, err error) {
+		resp, err := client.Get("http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return nil, 0, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, 0, err
+		}
+		var r struct {
+			Status string `json:"status"`
+			Data   struct {
+				ResultType string `json:"resultType"`
+				Result     []struct {
+					Metric map[string]string `json:"metric"`
+					Value  [2]any            `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, 0, fmt.Errorf("%s: %s: %w", q, body, err)
+		}
+		if r.Status != "success" || r.Data.ResultType != "vector" {
+			return nil, 0, fmt.Errorf("%s: %s", q, body)
+		}
+		if len(r.Data.Result) != 1 {
+			return nil, 0, fmt.Errorf("%s: %d samples, want 1: %s", q, len(r.Data.Result), body)
+		}
+		s, ok := r.Data.Result[0].Value[1].(string)
+		if !ok {
+			return nil, 0, fmt.Errorf("%s: value %v", q, r.Data.Result[0].Value)
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		return r.Data.Result[0].Metric, v, err
+	}
+
+	queries := []string{
+		`up{job="svcproxy"}`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds`,
+		`kubeproxy_sync_proxy_rules_duration_seconds_count`,
+	}
+	got := map[string]float64{}
+	var upLabels map[string]string
+	waitFor(t, 30*time.Second, "Prometheus to return samples of "+fmt.Sprint(queries), func() error {
+		for _, q := range queries {
+			labels, v, err := query(q)
+			if err != nil {
+				return err
+			}
+			got[q] = v
+			if q == queries[0] {
+				upLabels = labels
+			}
+		}
+		return nil
+	})
+	t.Logf("Prometheus says %v", got)
+
+	if up := got[queries[0]]; up != 1 {
+		t.Errorf("up = %v, want 1 (the scrape of %s fails)", up, metrics)
+	}
+	if upLabels["instance"] != metrics {
+		t.Errorf("up labels %v, want instance %s", upLabels, metrics)
+	}
+	last := time.Unix(0, int64(got[queries[1]]*1e9))
+	if age := time.Since(last); age < -5*time.Second || age > time.Minute {
+		t.Errorf("last sync timestamp %v is %v old, want within the last minute", last, age)
+	}
+	if n := got[queries[2]]; n < 1 || n != float64(int64(n)) {
+		t.Errorf("sync duration count = %v, want a whole number >= 1", n)
+	}
+}
+
+// freeLoopbackAddr returns 127.0.0.1:PORT with a port that was free in ns a moment ago.
+func freeLoopbackAddr(t *testing.T, ns *netnstest.NS) string {
+	t.Helper()
+	l, err := ns.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).String()
+}
+
+// startProcess runs a command in ns with its output in logPath, and kills it when the
+// test ends.
+func startProcess(t *testing.T, ns *netnstest.NS, logPath string, args ...string) {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := ns.Command(args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", args[0], err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+}

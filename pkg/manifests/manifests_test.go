@@ -1,0 +1,268 @@
+package manifests
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/svcproxy/svcproxy/deploy"
+)
+
+func svcYAML(name, ip string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: default}
+spec:
+  clusterIP: %s
+  ports: [{name: http, port: 80, protocol: TCP}]
+`, name, ip)
+}
+
+func sliceYAML(svc string, addrs ...string) string {
+	s := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: %s-abc, namespace: default, labels: {kubernetes.io/service-name: %s}}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints:
+`, svc, svc)
+	for _, a := range addrs {
+		s += fmt.Sprintf("- {addresses: [%s], conditions: {ready: true}}\n", a)
+	}
+	return s
+}
+
+const svcJSON = `{"apiVersion": "v1", "kind": "Service",
+ "metadata": {"name": "json-svc", "namespace": "ns"},
+ "spec": {"clusterIP": "10.96.1.1", "ports": [{"port": 53, "protocol": "UDP"}]}}`
+
+func bigSliceJSON(n int) string {
+	var eps []string
+	for i := 0; i < n; i++ {
+		eps = append(eps, fmt.Sprintf(`{"addresses": ["10.244.%d.%d"], "conditions": {"ready": true}}`, i/250, i%250+1))
+	}
+	return `{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+ "metadata": {"name": "json-svc-1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "json-svc"}},
+ "addressType": "IPv4", "ports": [{"port": 53, "protocol": "UDP"}],
+ "endpoints": [` + strings.Join(eps, ",") + `]}`
+}
+
+const deploymentYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 2}
+`
+
+const configMapYAML = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+data: {a: b}
+`
+
+const crdYAML = `apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w}
+spec: {anything: [1, 2]}
+`
+
+// summary is what a test compares: object names in load order, and per slice its
+// endpoint count.
+type summary struct {
+	Services []string
+	Slices   []string
+}
+
+func summarize(o *Objects) summary {
+	var s summary
+	for _, x := range o.Services {
+		s.Services = append(s.Services, x.Namespace+"/"+x.Name)
+	}
+	for _, x := range o.EndpointSlices {
+		s.Slices = append(s.Slices, fmt.Sprintf("%s/%s:%d", x.Namespace, x.Name, len(x.Endpoints)))
+	}
+	return s
+}
+
+func TestLoad(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	for _, tc := range []struct {
+		name    string
+		fs      fstest.MapFS
+		dir     string
+		want    summary
+		wantErr []string // substrings of the error
+	}{
+		{
+			name: "multi-document YAML with empty, null and comment-only documents",
+			fs: fstest.MapFS{"all.yaml": file("# header\n---\n" + svcYAML("a", "10.96.0.1") + "---\n---\nnull\n---\n# just a comment\n---\n" +
+				sliceYAML("a", "10.244.1.2", "10.244.1.3") + "...\n---\n" + svcYAML("b", "10.96.0.2"))},
+			want: summary{Services: []string{"default/a", "default/b"}, Slices: []string{"default/a-abc:2"}},
+		},
+		{
+			name: "JSON files: one object, and a large slice in a .json next to YAML",
+			fs:   fstest.MapFS{"svc.json": file(svcJSON), "slice.json": file(bigSliceJSON(300)), "y.yml": file(svcYAML("yml-svc", "10.96.0.3"))},
+			want: summary{Services: []string{"ns/json-svc", "default/yml-svc"}, Slices: []string{"ns/json-svc-1:300"}},
+		},
+		{
+			name: "JSON stream of two objects in one file",
+			fs:   fstest.MapFS{"stream.json": file(svcJSON + "\n" + bigSliceJSON(2))},
+			want: summary{Services: []string{"ns/json-svc"}, Slices: []string{"ns/json-svc-1:2"}},
+		},
+		{
+			name: "other kinds are skipped, registered or not",
+			fs: fstest.MapFS{"mixed.yaml": file(deploymentYAML + "---\n" + configMapYAML + "---\n" + svcYAML("a", "10.96.0.1") +
+				"---\n" + crdYAML + "---\n" + sliceYAML("a", "10.244.1.2"))},
+			want: summary{Services: []string{"default/a"}, Slices: []string{"default/a-abc:1"}},
+		},
+		{
+			name: "files are read in name order",
+			fs: fstest.MapFS{
+				"20-b.yaml": file(svcYAML("b", "10.96.0.2") + "---\n" + sliceYAML("b", "10.244.1.3")),
+				"03-c.yml":  file(svcYAML("c", "10.96.0.3")),
+				"10-a.json": file(strings.Replace(svcJSON, "json-svc", "a", 1)),
+				"99-z.yaml": file(sliceYAML("a", "10.244.1.2")),
+			},
+			want: summary{Services: []string{"default/c", "ns/a", "default/b"}, Slices: []string{"default/b-abc:1", "default/a-abc:1"}},
+		},
+		{
+			name: "non-manifest files and directories are ignored, and so are subdirectories' files",
+			fs: fstest.MapFS{
+				"svc.yaml":          file(svcYAML("a", "10.96.0.1")),
+				"README.md":         file("# not yaml: [\n"),
+				"broken.yaml.bak":   file("{{{"),
+				"notes.txt":         file(": : :"),
+				"svc.yaml~":         file("{{{"),
+				"Makefile":          file("all:\n"),
+				"sub.yaml/x.yaml":   file(svcYAML("in-dir-named-yaml", "10.96.0.9")),
+				"nested/more.yaml":  file(svcYAML("nested", "10.96.0.8")),
+				"nested/bad.json":   file("{"),
+				"log/svcproxy.log":  file("x"),
+				"zz-empty.yaml":     file(""),
+				"zz-only-dash.yaml": file("---\n"),
+			},
+			want: summary{Services: []string{"default/a"}},
+		},
+		{
+			name: "a subdirectory given as dir",
+			fs:   fstest.MapFS{"top.yaml": file(svcYAML("top", "10.96.0.1")), "m/x.yaml": file(svcYAML("x", "10.96.0.2"))},
+			dir:  "m",
+			want: summary{Services: []string{"default/x"}},
+		},
+		{
+			name:    "malformed YAML names the file and the document",
+			fs:      fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")), "b-bad.yaml": file(svcYAML("b", "10.96.0.2") + "---\nkind: Service\n  metadata: [oops\n")},
+			wantErr: []string{"b-bad.yaml", "document 1"},
+		},
+		{
+			name:    "a field of the wrong type names the file",
+			fs:      fstest.MapFS{"ports.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "port: 80", "port: eighty", 1))},
+			wantErr: []string{"ports.yaml", "document 0"},
+		},
+		{
+			name:    "a document without kind names the file",
+			fs:      fstest.MapFS{"nokind.yaml": file("apiVersion: v1\nmetadata: {name: x}\n")},
+			wantErr: []string{"nokind.yaml"},
+		},
+		{
+			name:    "truncated JSON names the file",
+			fs:      fstest.MapFS{"ok.yaml": file(svcYAML("a", "10.96.0.1")), "trunc.json": file(svcJSON[:40])},
+			wantErr: []string{"trunc.json"},
+		},
+		{
+			name:    "missing directory",
+			fs:      fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1"))},
+			dir:     "nope",
+			wantErr: []string{"nope"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir
+			if dir == "" {
+				dir = "."
+			}
+			got, err := Load(tc.fs, dir)
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatalf("Load succeeded with %+v, want an error", summarize(got))
+				}
+				for _, s := range tc.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not contain %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if s := summarize(got); !reflect.DeepEqual(s, tc.want) {
+				t.Fatalf("Load =\n %+v\nwant\n %+v", s, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoadDecodesFields checks that decoded objects carry their content, not just
+// their names.
+func TestLoadDecodesFields(t *testing.T) {
+	got, err := Load(deploy.Examples, "examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Services) != 1 || len(got.EndpointSlices) != 1 {
+		t.Fatalf("seed example: %+v", summarize(got))
+	}
+	svc, slice := got.Services[0], got.EndpointSlices[0]
+	if svc.Name != "my-nginx" || svc.Spec.ClusterIP != "10.96.0.10" || len(svc.Spec.Ports) != 1 ||
+		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].Protocol != "TCP" || svc.Kind != "Service" {
+		t.Errorf("service decoded as %+v", svc)
+	}
+	if slice.Labels["kubernetes.io/service-name"] != "my-nginx" || string(slice.AddressType) != "IPv4" ||
+		len(slice.Ports) != 1 || slice.Ports[0].Port == nil || *slice.Ports[0].Port != 80 {
+		t.Errorf("slice decoded as %+v", slice)
+	}
+	var addrs []string
+	for _, ep := range slice.Endpoints {
+		if ep.Conditions.Ready == nil || !*ep.Conditions.Ready {
+			t.Errorf("endpoint %v not ready", ep.Addresses)
+		}
+		addrs = append(addrs, ep.Addresses...)
+	}
+	if want := []string{"10.244.1.2", "10.244.1.3"}; !reflect.DeepEqual(addrs, want) {
+		t.Errorf("endpoints %v, want %v", addrs, want)
+	}
+
+	// JSON decodes the same fields.
+	j, err := Load(fstest.MapFS{"s.json": &fstest.MapFile{Data: []byte(svcJSON)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := j.Services[0]; s.Spec.ClusterIP != "10.96.1.1" || s.Spec.Ports[0].Port != 53 || s.Spec.Ports[0].Protocol != "UDP" {
+		t.Errorf("JSON service decoded as %+v", s.Spec)
+	}
+}
+
+func TestLoadReadsKubectlLists(t *testing.T) {
+	fsys := fstest.MapFS{"list.yaml": {Data: []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: ns}
+  spec: {clusterIP: 10.96.0.9, ports: [{port: 80}]}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata: {name: web-1, namespace: ns, labels: {kubernetes.io/service-name: web}}
+  addressType: IPv4
+  endpoints: [{addresses: [10.244.1.9]}]
+`)}}
+	objs, err := Load(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs.Services) != 1 || len(objs.EndpointSlices) != 1 || objs.Services[0].Name != "web" {
+		t.Fatalf("List items not loaded: %d services, %d slices", len(objs.Services), len(objs.EndpointSlices))
+	}
+}
