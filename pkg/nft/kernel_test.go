@@ -99,3 +99,38 @@ func TestKernelListingMatchesText(t *testing.T) {
 		t.Fatalf("table still there after DeleteTable: %s", out)
 	}
 }
+
+func TestKernelRefusedBatchIsReportedAndChangesNothing(t *testing.T) {
+	ns := netnstest.New(t, "refuse")
+	k := &Netlink{NetNSFd: ns.Fd}
+	r := sampleRuleset()
+	if err := k.Apply(PlanFull(r, NewView())); err != nil {
+		t.Fatal(err)
+	}
+	before := ns.MustRun(t, "nft", "list", "table", "ip", "sample")
+	tests := []struct {
+		name string
+		tx   *Tx
+	}{
+		{"a message fails: deleting an element that is not there", &Tx{Family: FamilyIPv4, Table: "sample",
+			Chains:      []*Chain{{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{}}}}}},
+			DelElements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.1.2.3"))}}}}},
+		{"the commit fails: a jump loop found by validation", &Tx{Family: FamilyIPv4, Table: "sample",
+			NewChains: []*Chain{{Name: "loop-a"}, {Name: "loop-b"}},
+			Chains: []*Chain{
+				{Name: "loop-a", Rules: []Rule{{Stmts: []Stmt{Verdict{Kind: Jump, Chain: "loop-b"}}}}},
+				{Name: "loop-b", Rules: []Rule{{Stmts: []Stmt{Verdict{Kind: Jump, Chain: "loop-a"}}}}},
+				{Name: "services", Rules: []Rule{{Stmts: []Stmt{Verdict{Kind: Jump, Chain: "loop-a"}}}}},
+			}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := k.Apply(tc.tx); err == nil {
+				t.Fatal("the kernel's refusal was not reported")
+			}
+			if after := ns.MustRun(t, "nft", "list", "table", "ip", "sample"); after != before {
+				t.Fatalf("a refused batch changed the table:\n%s", after)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -46,28 +47,32 @@ const elementsPerMessage = 512
 const ruleHashType userdata.Type = 0xbe
 
 func (n *Netlink) conn() (*nftables.Conn, error) {
-	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error {
-		raw, err := c.SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		err = raw.Control(func(fd uintptr) {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer); e != nil {
-				serr = e
-				return
-			}
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	})}
+	opts := []nftables.ConnOption{nftables.WithSockOptions(setBuffers)}
 	if n.NetNSFd != 0 {
 		opts = append(opts, nftables.WithNetNSFd(n.NetNSFd))
 	}
 	return nftables.New(opts...)
+}
+
+// setBuffers raises the socket buffers past the system limits (root only), so that a
+// whole cold load fits in one batch.
+func setBuffers(c *netlink.Conn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer); e != nil {
+			serr = e
+			return
+		}
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // Apply sends the transaction as one netlink batch.
@@ -75,10 +80,7 @@ func (n *Netlink) Apply(tx *Tx) error {
 	if tx.Empty() {
 		return nil
 	}
-	c, err := n.conn()
-	if err != nil {
-		return fmt.Errorf("open netlink: %w", err)
-	}
+	c, captured := captureConn()
 	t := &nftables.Table{Family: nftables.TableFamily(tx.Family), Name: tx.Table}
 	if tx.Recreate {
 		c.DelTable(t)
@@ -125,12 +127,74 @@ func (n *Netlink) Apply(tx *Tx) error {
 		c.DelSet(&nftables.Set{Table: t, Name: name})
 	}
 	if err := c.Flush(); err != nil {
-		if errors.Is(err, syscall.ENOBUFS) {
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return err
+		return fmt.Errorf("encode batch: %w", err)
 	}
-	return nil
+	return n.sendBatch(*captured)
+}
+
+// captureConn returns a google/nftables connection that encodes but does not send:
+// Flush hands the batch to the returned slice instead of the kernel. The library asks
+// the kernel to echo every rule and acknowledge every message, which for a cold load
+// of tens of thousands of Services means hundreds of thousands of replies to read;
+// sendBatch sends the same messages asking for one acknowledgement in all.
+func captureConn() (*nftables.Conn, *[]netlink.Message) {
+	var captured []netlink.Message
+	ack := netlink.Message{Header: netlink.Header{Type: netlink.Error}, Data: make([]byte, 20)}
+	c, _ := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
+		if req != nil {
+			captured = append(captured, req...)
+			return nil, nil
+		}
+		return []netlink.Message{ack}, nil // what the library waits for after each message
+	}))
+	return c, &captured
+}
+
+// sendBatch sends a BATCH_BEGIN ... BATCH_END batch in one sendmsg. The kernel
+// processes it, commit included, before sendmsg returns, and reports every failed
+// message, a failed commit (on the batch header), and the acknowledgement requested
+// for the last message; so reading up to that acknowledgement tells the outcome.
+func (n *Netlink) sendBatch(msgs []netlink.Message) error {
+	if len(msgs) < 3 {
+		return nil
+	}
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
+	if err != nil {
+		return fmt.Errorf("dial netlink: %w", err)
+	}
+	defer conn.Close()
+	if err := setBuffers(conn); err != nil {
+		return fmt.Errorf("netlink socket buffers: %w", err)
+	}
+	_ = conn.SetOption(netlink.CapAcknowledge, true)
+	_ = conn.SetOption(netlink.ExtendedAcknowledge, true)
+	for i := range msgs {
+		h := &msgs[i].Header
+		h.Length, h.Sequence, h.PID = 0, 0, 0
+		h.Flags &^= netlink.Acknowledge | netlink.Echo
+	}
+	last := len(msgs) - 2 // the message before BATCH_END
+	msgs[last].Header.Flags |= netlink.Acknowledge
+	sent, err := conn.SendMessages(msgs)
+	if err != nil {
+		return fmt.Errorf("send batch of %d messages: %w", len(msgs), err)
+	}
+	want := sent[last].Header.Sequence
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	for {
+		replies, err := conn.Receive()
+		if err != nil {
+			if errors.Is(err, syscall.ENOBUFS) {
+				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			}
+			return fmt.Errorf("kernel refused the batch: %w", err)
+		}
+		for _, r := range replies {
+			if r.Header.Sequence == want {
+				return nil
+			}
+		}
+	}
 }
 
 func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
