@@ -146,9 +146,9 @@ func (r *Ruleset) takeDirty(owners []string) map[string]*dirtyKeys {
 // DirtyOwners lists the owners with changes not yet planned, sorted.
 func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
 
-// markAllDirty makes the next plan compare everything (full resync), attributing each
+// MarkAllDirty makes the next plan compare everything (full resync), attributing each
 // key to its owner; keys only the kernel has go to staleOwner.
-func (r *Ruleset) markAllDirty(v *View) {
+func (r *Ruleset) MarkAllDirty(v *View) {
 	owned := map[string]bool{}
 	for owner, f := range r.owners {
 		for _, c := range f.Chains {

@@ -102,7 +102,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 
 // PlanFull compares everything, for the first sync and for periodic resyncs.
 func PlanFull(desired *Ruleset, v *View) *Tx {
-	desired.markAllDirty(v)
+	desired.MarkAllDirty(v)
 	return Plan(desired, v)
 }
 
@@ -117,4 +117,21 @@ func (r *Ruleset) Requeue(tx *Tx) {
 			r.markElem(owner, k)
 		}
 	}
+}
+
+// Compatible reports whether the kernel's table can be brought to the desired state
+// in place: the kernel refuses to redefine a set, or to turn a chain into a base
+// chain, so after an upgrade that changed either the table must be recreated.
+func Compatible(desired *Ruleset, v *View) bool {
+	for name, s := range desired.Sets {
+		if cur, ok := v.Sets[name]; ok && !setsEqual(cur, s) {
+			return false
+		}
+	}
+	for name, c := range desired.Chains {
+		if cur, ok := v.Chains[name]; ok && (cur.Hook == nil) != (c.Hook == nil) {
+			return false
+		}
+	}
+	return true
 }

@@ -18,6 +18,9 @@ import (
 // bigTransaction is the size above which a sync returns freed memory to the OS.
 const bigTransaction = 20000
 
+// maxOwnersPerTx bounds how many Services one transaction carries.
+const maxOwnersPerTx = 5000
+
 // ConntrackCleaner deletes UDP conntrack entries towards an endpoint that is gone.
 type ConntrackCleaner interface {
 	ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error)
@@ -160,7 +163,6 @@ func (p *Proxy) Sync() error {
 	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
-	var tx *nft.Tx
 	if full || p.view == nil {
 		v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
 		if err != nil {
@@ -168,40 +170,37 @@ func (p *Proxy) Sync() error {
 			return fmt.Errorf("read table %s: %w", TableName, err)
 		}
 		p.view = v
-		tx = nft.PlanFull(p.desired, v)
-		if incompatible(tx, v) {
-			// A set changed definition (an upgrade): rebuild the table in the same
-			// transaction that deletes it, so traffic sees old rules or new ones.
-			klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
-			tx = nft.PlanFull(p.desired, nft.NewView())
-			tx.Recreate = true
-		}
-	} else {
-		tx = nft.Plan(p.desired, p.view)
+		p.desired.MarkAllDirty(v)
 	}
+	var objects int
 	var syncErr error
-	if err := p.cfg.Kernel.Apply(tx); err != nil {
-		p.fail()
-		p.desired.Requeue(tx)
-		if errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate || len(tx.Owners()) <= 1 {
-			p.mu.Lock()
-			p.needFull = p.needFull || errors.Is(err, nft.ErrOutcomeUnknown) || tx.Recreate
-			p.mu.Unlock()
-			return fmt.Errorf("apply transaction of %d objects for %v: %w", tx.Size(), tx.Owners(), err)
+	if !nft.Compatible(p.desired, p.view) {
+		// A set or chain changed kind (an upgrade): rebuild the table in the same
+		// transaction that deletes it, so traffic sees the old rules or the new ones.
+		klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
+		tx := nft.PlanFull(p.desired, nft.NewView())
+		tx.Recreate = true
+		objects = tx.Size()
+		if err := p.cfg.Kernel.Apply(tx); err != nil {
+			p.fail()
+			p.desired.Requeue(tx)
+			return fmt.Errorf("recreate table %s: %w", TableName, err)
 		}
-		// One bad Service must not hold back the others: retry each on its own.
-		syncErr = p.applyEach(tx.Owners(), err)
-	} else {
-		if tx.Recreate {
-			p.view = nft.NewView()
-		}
+		p.view = nft.NewView()
 		p.view.Commit(tx)
+	} else {
+		objects, syncErr = p.applyDirty()
+		if syncErr != nil && objects == 0 {
+			return syncErr
+		}
+	}
+	if syncErr == nil {
 		p.mu.Lock()
 		p.needFull = false
 		p.mu.Unlock()
 	}
 	p.clearStaleUDP(oldUDP)
-	if tx.Size() > bigTransaction {
+	if objects > bigTransaction {
 		// A cold load builds hundreds of MiB of netlink messages and echoes that are
 		// garbage once the kernel answered; hand them back now rather than keeping the
 		// process at its peak size until the next GC cycles.
@@ -209,7 +208,7 @@ func (p *Proxy) Sync() error {
 	}
 
 	end := p.cfg.Now()
-	if len(changed) > 0 || !tx.Empty() {
+	if len(changed) > 0 || objects > 0 {
 		p.lastSync = end // burst control counts syncs that did something
 	}
 	elapsed := end.Sub(start).Seconds()
@@ -220,15 +219,58 @@ func (p *Proxy) Sync() error {
 		p.cfg.Metrics.PartialSyncDuration.Observe(elapsed)
 	}
 	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
-	p.cfg.Metrics.TxObjects.Observe(float64(tx.Size()))
+	p.cfg.Metrics.TxObjects.Observe(float64(objects))
 	if !firstEvent.IsZero() {
 		p.cfg.Metrics.ProgrammingLatency.Observe(end.Sub(firstEvent).Seconds())
 	}
 	if p.cfg.Health != nil {
 		p.cfg.Health.Synced(end)
 	}
-	klog.V(2).InfoS("Synced", "full", full, "services", len(changed), "objects", tx.Size(), "elapsed", end.Sub(start))
+	klog.V(2).InfoS("Synced", "full", full, "services", len(changed), "objects", objects, "elapsed", end.Sub(start))
 	return syncErr
+}
+
+// applyDirty applies every pending change: in one transaction, or, when more than
+// maxOwnersPerTx Services changed at once (a cold start, a mass update), in
+// transactions of that many Services each, which bounds the memory a batch takes
+// (each Service's change stays atomic). It returns the objects written.
+func (p *Proxy) applyDirty() (int, error) {
+	owners := p.desired.DirtyOwners() // sorted: the stale "" owner and "skeleton" come first
+	if len(owners) <= maxOwnersPerTx {
+		return p.apply(nft.Plan(p.desired, p.view))
+	}
+	objects := 0
+	for len(owners) > 0 {
+		n := min(len(owners), maxOwnersPerTx)
+		written, err := p.apply(nft.PlanOwners(p.desired, p.view, owners[:n]...))
+		objects += written
+		if err != nil {
+			return objects, err
+		}
+		owners = owners[n:]
+	}
+	return objects, nil
+}
+
+// apply sends one transaction; when the kernel refuses a transaction of several
+// owners it retries them one by one.
+func (p *Proxy) apply(tx *nft.Tx) (int, error) {
+	if err := p.cfg.Kernel.Apply(tx); err != nil {
+		p.fail()
+		p.desired.Requeue(tx)
+		if errors.Is(err, nft.ErrOutcomeUnknown) {
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		}
+		if errors.Is(err, nft.ErrOutcomeUnknown) || len(tx.Owners()) <= 1 {
+			return 0, fmt.Errorf("apply transaction of %d objects for %v: %w", tx.Size(), tx.Owners(), err)
+		}
+		// One bad Service must not hold back the others: retry each on its own.
+		return tx.Size(), p.applyEach(tx.Owners(), err)
+	}
+	p.view.Commit(tx)
+	return tx.Size(), nil
 }
 
 // applyEach applies each owner's changes in its own transaction after the kernel
@@ -257,22 +299,6 @@ func (p *Proxy) applyEach(owners []string, batchErr error) error {
 }
 
 func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }
-
-// incompatible reports whether the kernel holds a set under one of our names with
-// another definition, which the kernel would refuse to redefine in place.
-func incompatible(tx *nft.Tx, v *nft.View) bool {
-	for _, s := range tx.AddSets {
-		if _, exists := v.Sets[s.Name]; exists {
-			return true
-		}
-	}
-	for _, c := range tx.Chains {
-		if cur, exists := v.Chains[c.Name]; exists && (cur.Hook == nil) != (c.Hook == nil) {
-			return true
-		}
-	}
-	return false
-}
 
 func (p *Proxy) forgetUDP(k endpoints.ServiceKey, into map[endpoints.ServicePortName]udpTarget) {
 	for n, t := range p.udpEndpoints {
