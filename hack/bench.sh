@@ -20,10 +20,10 @@ python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 base = rows[0]
-print("| Services x10 eps | cold full sync | one endpoint change (median of 7) | add one Service | RSS after sync | peak RSS |")
-print("|---|---|---|---|---|---|")
+print("| Services x10 eps | cold full sync | one endpoint change (median of 7) | add one Service | resync, nothing committed | resync after a foreign commit (full read) | RSS after sync | peak RSS |")
+print("|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r['services']} | {r['cold_sync_s']:.2f} s | {r['endpoint_change_s']*1000:.1f} ms | {r['add_service_s']*1000:.1f} ms | {r['rss_mib']:.0f} MiB | {r['peak_rss_mib']:.0f} MiB |")
+    print(f"| {r['services']} | {r['cold_sync_s']:.2f} s | {r['endpoint_change_s']*1000:.1f} ms | {r['add_service_s']*1000:.1f} ms | {r['resync_s']*1000:.1f} ms | {r['resync_full_read_s']:.2f} s | {r['rss_mib']:.0f} MiB | {r['peak_rss_mib']:.0f} MiB |")
 last = rows[-1]
 if len(rows) > 1:
     k = last['services'] / base['services']

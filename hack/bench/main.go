@@ -36,6 +36,8 @@ type result struct {
 	ColdSeconds    float64 `json:"cold_sync_s"`
 	ChangeSeconds  float64 `json:"endpoint_change_s"`
 	AddSeconds     float64 `json:"add_service_s"`
+	ResyncSeconds  float64 `json:"resync_s"`
+	FullReadSecs   float64 `json:"resync_full_read_s"`
 	RSSMiB         float64 `json:"rss_mib"`
 	PeakRSSMiB     float64 `json:"peak_rss_mib"`
 	HeapMiB        float64 `json:"heap_after_gc_mib"`
@@ -138,6 +140,36 @@ func run(n, e, samples int) error {
 		return fmt.Errorf("add service: %w", err)
 	}
 	r.AddSeconds = time.Since(t).Seconds()
+
+	p.RequestResync() // what --sync-period does: re-read the kernel, find nothing to repair
+	if rp := os.Getenv("BENCH_RESYNC_CPUPROFILE"); rp != "" {
+		pf, err := os.Create(rp)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	t = time.Now()
+	if err := p.Sync(); err != nil {
+		return fmt.Errorf("resync: %w", err)
+	}
+	r.ResyncSeconds = time.Since(t).Seconds()
+
+	// Another program's commit moves the ruleset generation: the next resync must
+	// read and compare the whole table.
+	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "add", "table", "ip", "someone-else").CombinedOutput(); err != nil {
+		return fmt.Errorf("foreign commit: %v: %s", err, out)
+	}
+	p.RequestResync()
+	t = time.Now()
+	if err := p.Sync(); err != nil {
+		return fmt.Errorf("resync after a foreign commit: %w", err)
+	}
+	r.FullReadSecs = time.Since(t).Seconds()
 
 	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "ip", proxy.TableName, proxy.ChainName(portName(7))).Output()
 	if err != nil {

@@ -13,6 +13,7 @@ type Fake struct {
 	mu      sync.Mutex
 	tables  map[string]*fakeTable
 	applied int
+	gen     uint32
 	// FailNext makes the next n Apply calls fail without changing anything.
 	FailNext int
 	// Refuse, when set, is asked about every transaction; an error refuses it whole,
@@ -128,6 +129,7 @@ func (f *Fake) Apply(tx *Tx) error {
 	v.TableExists = true
 	f.tables[fakeKey(tx.Family, tx.Table)] = next
 	f.applied++
+	f.gen++
 	return nil
 }
 
@@ -180,7 +182,22 @@ func (f *Fake) DeleteTable(family Family, table string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.tables, fakeKey(family, table))
+	f.gen++
 	return nil
+}
+
+// Generation counts committed changes, like the kernel's ruleset generation.
+func (f *Fake) Generation() (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen, nil
+}
+
+// ForeignCommit simulates another program committing a change to its own table.
+func (f *Fake) ForeignCommit() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
 }
 
 // Chain returns the rules the fake holds for a chain (tests).
@@ -204,6 +221,7 @@ func (f *Fake) Tamper(family Family, table, chain string) {
 	if t == nil {
 		return
 	}
+	f.gen++
 	delete(t.chains, chain)
 	delete(t.view.Chains, chain)
 	for id, e := range t.view.Elements {

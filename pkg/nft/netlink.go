@@ -24,6 +24,9 @@ type Kernel interface {
 	Apply(tx *Tx) error
 	Read(family Family, table string) (*View, error)
 	DeleteTable(family Family, table string) error
+	// Generation is the ruleset generation, bumped by every committed transaction
+	// of any program: when it has not moved, nothing can have drifted.
+	Generation() (uint32, error)
 }
 
 // Netlink talks to the kernel of the current network namespace (or of NetNSFd).

@@ -47,7 +47,11 @@ func (n *Netlink) Read(family Family, table string) (*View, error) {
 		}
 		v.Chains[ch.Name] = cv
 	}
-	rules, err := n.dumpRuleHashes(family, table)
+	names := make([]string, 0, len(v.Chains))
+	for name := range v.Chains {
+		names = append(names, name)
+	}
+	rules, err := n.dumpRuleHashes(family, table, names)
 	if err != nil {
 		return nil, err
 	}
@@ -209,36 +213,72 @@ func elementFromNetlink(s *Set, ne nftables.SetElement) (Element, error) {
 	return e, nil
 }
 
-// dumpRuleHashes reads every rule of the table in one netlink dump, keeping only the
-// chain name and the hash from the user data.
-func (n *Netlink) dumpRuleHashes(family Family, table string) (map[string][]uint64, error) {
-	msgs, err := n.dump(unix.NFT_MSG_GETRULE, family, []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")}})
+// dumpRuleHashes reads the rules of each chain, keeping only the hash from the user
+// data. It asks chain by chain on one socket: a table-wide dump is resumed every
+// 32 KiB by re-walking the table from the start, which at 100k rules took seconds.
+func (n *Netlink) dumpRuleHashes(family Family, table string, chains []string) (map[string][]uint64, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
 	if err != nil {
-		return nil, fmt.Errorf("dump rules of %s: %w", table, err)
+		return nil, fmt.Errorf("dial netlink: %w", err)
 	}
+	defer conn.Close()
 	out := map[string][]uint64{}
-	for _, m := range msgs {
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	for _, chain := range chains {
+		msgs, err := dumpOn(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
+			{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
+			{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
+		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("dump rules of chain %s: %w", chain, err)
 		}
-		var chain, tbl string
-		var ud []byte
-		for ad.Next() {
-			switch ad.Type() {
-			case unix.NFTA_RULE_TABLE:
-				tbl = ad.String()
-			case unix.NFTA_RULE_CHAIN:
-				chain = ad.String()
-			case unix.NFTA_RULE_USERDATA:
-				ud = ad.Bytes()
+		for _, m := range msgs {
+			ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+			if err != nil {
+				return nil, err
 			}
-		}
-		if tbl == table {
+			var ud []byte
+			for ad.Next() {
+				if ad.Type() == unix.NFTA_RULE_USERDATA {
+					ud = ad.Bytes()
+				}
+			}
 			out[chain] = append(out[chain], ruleHashOf(ud))
 		}
 	}
 	return out, nil
+}
+
+// Generation returns the netns' nftables ruleset generation, which every committed
+// transaction (anyone's) increments.
+func (n *Netlink) Generation() (uint32, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
+	if err != nil {
+		return 0, fmt.Errorf("dial netlink: %w", err)
+	}
+	defer conn.Close()
+	msgs, err := conn.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
+		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("get nftables generation: %w", err)
+	}
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return 0, err
+		}
+		ad.ByteOrder = binary.BigEndian
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_GEN_ID {
+				return ad.Uint32(), nil
+			}
+		}
+	}
+	return 0, errors.New("get nftables generation: no NFTA_GEN_ID in reply")
 }
 
 // DeleteTable removes the table and everything in it; a missing table is not an error.
@@ -258,14 +298,17 @@ func (n *Netlink) DeleteTable(family Family, table string) error {
 	return c.Flush()
 }
 
-// dump runs one netlink dump request of the nftables subsystem.
+// dump runs one netlink dump request of the nftables subsystem on a new socket.
 func (n *Netlink) dump(msgType int, family Family, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
 	if err != nil {
 		return nil, fmt.Errorf("dial netlink: %w", err)
 	}
 	defer conn.Close()
-	_ = conn.SetReadBuffer(socketBuffer)
+	return dumpOn(conn, msgType, family, attrs)
+}
+
+func dumpOn(conn *netlink.Conn, msgType int, family Family, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return nil, err

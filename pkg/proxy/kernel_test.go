@@ -270,7 +270,7 @@ func TestKernelDriftIsRepaired(t *testing.T) {
 	if _, err := e.client.Get("10.96.0.10:80", time.Second); err == nil {
 		t.Fatal("service still answers after its chain was deleted")
 	}
-	e.p.needFull = true // what the --sync-period timer does
+	e.p.RequestResync() // what the --sync-period timer does
 	e.sync(t)
 	if body, err := e.client.Get("10.96.0.10:80", 2*time.Second); err != nil || body != "pod1" {
 		t.Fatalf("after resync: %q, %v", body, err)

@@ -59,6 +59,13 @@ type Proxy struct {
 	mu       sync.Mutex
 	needFull bool
 	lastSync time.Time
+
+	// verifiedGen is the ruleset generation at which the view was last known to equal
+	// the kernel (read, or only our own commits since). A periodic resync at that
+	// generation has nothing to compare: no program committed anything.
+	verifiedGen uint32
+	verified    bool
+	commits     uint32 // our commits during the current Sync
 }
 
 type udpTarget struct {
@@ -99,6 +106,13 @@ func (p *Proxy) Trigger() {
 	}
 }
 
+// RequestResync makes the next sync re-read the kernel and repair any drift.
+func (p *Proxy) RequestResync() {
+	p.mu.Lock()
+	p.needFull = true
+	p.mu.Unlock()
+}
+
 // Run syncs until ctx ends. waitReady blocks until the informers have synced, so that
 // the first full sync does not delete Services it has not heard of yet.
 func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) error {
@@ -116,9 +130,7 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 			return nil
 		case <-p.trigger:
 		case <-resync.C:
-			p.mu.Lock()
-			p.needFull = true
-			p.mu.Unlock()
+			p.RequestResync()
 		case <-retry:
 		}
 		retry = nil
@@ -163,14 +175,21 @@ func (p *Proxy) Sync() error {
 	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
+	p.commits = 0
+	gen0, genErr := p.cfg.Kernel.Generation()
+	read := false
 	if full || p.view == nil {
-		v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
-		if err != nil {
-			p.fail()
-			return fmt.Errorf("read table %s: %w", TableName, err)
+		if p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen {
+			klog.V(4).InfoS("Resync skipped: no nftables commit since the last verified state", "generation", gen0)
+		} else {
+			v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
+			if err != nil {
+				p.fail()
+				return fmt.Errorf("read table %s: %w", TableName, err)
+			}
+			p.view, read = v, true
+			p.desired.MarkAllDirty(v)
 		}
-		p.view = v
-		p.desired.MarkAllDirty(v)
 	}
 	var objects int
 	var syncErr error
@@ -188,6 +207,7 @@ func (p *Proxy) Sync() error {
 		}
 		p.view = nft.NewView()
 		p.view.Commit(tx)
+		p.commits++
 	} else {
 		objects, syncErr = p.applyDirty()
 		if syncErr != nil && objects == 0 {
@@ -199,6 +219,7 @@ func (p *Proxy) Sync() error {
 		p.needFull = false
 		p.mu.Unlock()
 	}
+	p.noteGeneration(gen0, genErr, read)
 	p.clearStaleUDP(oldUDP)
 	if objects > bigTransaction {
 		// A cold load builds hundreds of MiB of netlink messages and echoes that are
@@ -270,6 +291,7 @@ func (p *Proxy) apply(tx *nft.Tx) (int, error) {
 		return tx.Size(), p.applyEach(tx.Owners(), err)
 	}
 	p.view.Commit(tx)
+	p.commits++
 	return tx.Size(), nil
 }
 
@@ -291,11 +313,20 @@ func (p *Proxy) applyEach(owners []string, batchErr error) error {
 			continue
 		}
 		p.view.Commit(tx)
+		p.commits++
 	}
 	if len(failed) == 0 {
 		return nil
 	}
 	return fmt.Errorf("kernel refused the changes of %v (batch error: %w)", failed, batchErr)
+}
+
+// noteGeneration keeps the view verified when every commit since gen0 was ours and
+// the view was verified at gen0 (or read after it).
+func (p *Proxy) noteGeneration(gen0 uint32, genErr error, read bool) {
+	gen1, err := p.cfg.Kernel.Generation()
+	p.verified = genErr == nil && err == nil && gen1 == gen0+p.commits && (read || (p.verified && p.verifiedGen == gen0))
+	p.verifiedGen = gen1
 }
 
 func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }

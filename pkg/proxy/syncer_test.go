@@ -92,9 +92,11 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	}
 	// Traffic to good Services still flows by the kernel's own state.
 	kv, _ := k.Read(nft.FamilyIPv4, TableName)
-	if full := nft.PlanFull(p.desired, kv); len(full.Chains) != 1 || full.Chains[0].Name != bad {
+	full := nft.PlanFull(p.desired, kv)
+	if len(full.Chains) != 1 || full.Chains[0].Name != bad {
 		t.Fatalf("kernel differs from desired in more than the refused Service: %v", full.Owners())
 	}
+	p.desired.Requeue(full) // planning took the pending changes; give them back
 	refusing = false
 	if err := p.Sync(); err != nil {
 		t.Fatalf("sync after the kernel accepts again: %v", err)
@@ -166,4 +168,53 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 	if tx := nft.PlanFull(p.Desired(), kv); !tx.Empty() {
 		t.Fatalf("kernel and desired differ after retries and repair: %v", tx.Owners())
 	}
+}
+
+func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
+	k := &readCounter{Fake: nft.NewFake()}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	p := New(Config{Tracker: tr, Kernel: k})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	steps := []struct {
+		name      string
+		before    func()
+		wantReads int
+	}{
+		{"first sync reads", func() {}, 1},
+		{"resync after only our own commits: skipped", func() { p.RequestResync() }, 1},
+		{"an incremental change then a resync: still skipped", func() {
+			tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
+			if err := p.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			p.RequestResync()
+		}, 1},
+		{"another program committed: resync reads", func() { k.ForeignCommit(); p.RequestResync() }, 2},
+		{"someone deleted our chain: resync reads and repairs", func() {
+			k.Tamper(nft.FamilyIPv4, TableName, chainOf("web"))
+			p.RequestResync()
+		}, 3},
+	}
+	for _, st := range steps {
+		st.before()
+		if err := p.Sync(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if k.reads != st.wantReads {
+			t.Fatalf("%s: %d kernel reads, want %d", st.name, k.reads, st.wantReads)
+		}
+	}
+	if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); !ok {
+		t.Fatal("tampered chain not repaired")
+	}
+}
+
+type readCounter struct {
+	*nft.Fake
+	reads int
+}
+
+func (r *readCounter) Read(f nft.Family, table string) (*nft.View, error) {
+	r.reads++
+	return r.Fake.Read(f, table)
 }
