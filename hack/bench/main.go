@@ -142,17 +142,6 @@ func run(n, e, samples int) error {
 	r.AddSeconds = time.Since(t).Seconds()
 
 	p.RequestResync() // what --sync-period does: re-read the kernel, find nothing to repair
-	if rp := os.Getenv("BENCH_RESYNC_CPUPROFILE"); rp != "" {
-		pf, err := os.Create(rp)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	t = time.Now()
 	if err := p.Sync(); err != nil {
 		return fmt.Errorf("resync: %w", err)
@@ -165,11 +154,22 @@ func run(n, e, samples int) error {
 		return fmt.Errorf("foreign commit: %v: %s", err, out)
 	}
 	p.RequestResync()
+	if rp := os.Getenv("BENCH_RESYNC_CPUPROFILE"); rp != "" {
+		pf, err := os.Create(rp)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+	}
 	t = time.Now()
 	if err := p.Sync(); err != nil {
 		return fmt.Errorf("resync after a foreign commit: %w", err)
 	}
 	r.FullReadSecs = time.Since(t).Seconds()
+	pprof.StopCPUProfile()
 
 	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "ip", proxy.TableName, proxy.ChainName(portName(7))).Output()
 	if err != nil {
