@@ -81,23 +81,12 @@ func run(n, e, samples int) error {
 	p := proxy.New(proxy.Config{Tracker: tr, Kernel: kernel, Options: proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")}})
 	runtime.GC()
 
-	if cp := os.Getenv("BENCH_COLD_CPUPROFILE"); cp != "" {
-		pf, err := os.Create(cp)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pf.Close()
-	}
+	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
 	start := time.Now()
 	if err := p.Sync(); err != nil {
 		return fmt.Errorf("cold sync: %w", err)
 	}
-	if os.Getenv("BENCH_COLD_CPUPROFILE") != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	r := result{Services: n, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	runtime.GC()
@@ -110,17 +99,7 @@ func run(n, e, samples int) error {
 		f.Close()
 	}
 
-	if profile != "" {
-		pf, err := os.Create(profile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
+	stopProfile = cpuProfile(profile)
 	var changes []float64
 	for s := 1; s <= samples; s++ {
 		tr.OnEndpointSliceUpdate(nil, slice(s*7%n, e, s)) // one endpoint of one Service replaced
@@ -130,6 +109,7 @@ func run(n, e, samples int) error {
 		}
 		changes = append(changes, time.Since(t).Seconds())
 	}
+	stopProfile()
 	sort.Float64s(changes)
 	r.ChangeSeconds = changes[len(changes)/2]
 
@@ -154,22 +134,13 @@ func run(n, e, samples int) error {
 		return fmt.Errorf("foreign commit: %v: %s", err, out)
 	}
 	p.RequestResync()
-	if rp := os.Getenv("BENCH_RESYNC_CPUPROFILE"); rp != "" {
-		pf, err := os.Create(rp)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-	}
+	stopProfile = cpuProfile(os.Getenv("BENCH_RESYNC_CPUPROFILE"))
 	t = time.Now()
 	if err := p.Sync(); err != nil {
 		return fmt.Errorf("resync after a foreign commit: %w", err)
 	}
 	r.FullReadSecs = time.Since(t).Seconds()
-	pprof.StopCPUProfile()
+	stopProfile()
 
 	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "ip", proxy.TableName, proxy.ChainName(portName(7))).Output()
 	if err != nil {
@@ -227,4 +198,21 @@ func procStatusMiB(field string) float64 {
 		}
 	}
 	return 0
+}
+
+// cpuProfile profiles the CPU into file until the returned function is called; an
+// empty file name profiles nothing.
+func cpuProfile(file string) (stop func()) {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
