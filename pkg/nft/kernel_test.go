@@ -134,3 +134,23 @@ func TestKernelRefusedBatchIsReportedAndChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestKernelRecreateReplacesTheTableAtomically(t *testing.T) {
+	ns := netnstest.New(t, "recreate")
+	k := &Netlink{NetNSFd: ns.Fd}
+	if err := k.Apply(PlanFull(sampleRuleset(), NewView())); err != nil {
+		t.Fatal(err)
+	}
+	// The same set name with another key type: the kernel cannot redefine it in place.
+	r := NewRuleset(FamilyIPv4, "sample", &Set{Name: "ips", Key: []DataType{TypeIPv4Addr, TypeInetService}})
+	r.SetFragment("x", Fragment{Elements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.0.0.1")), Port(80)}}}})
+	tx := PlanFull(r, NewView())
+	tx.Recreate = true
+	if err := k.Apply(tx); err != nil {
+		t.Fatalf("recreate: %v", err)
+	}
+	got := NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))
+	if got != r.Text() {
+		t.Fatalf("after recreate\n--- kernel\n%s\n--- want\n%s", got, r.Text())
+	}
+}

@@ -218,3 +218,29 @@ func (r *readCounter) Read(f nft.Family, table string) (*nft.View, error) {
 	r.reads++
 	return r.Fake.Read(f, table)
 }
+
+func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
+	k := nft.NewFake()
+	// An older svcproxy left a table whose hairpin set had another key type.
+	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: setHairpin, Key: []nft.DataType{nft.TypeIPv4Addr}}},
+		NewChains: []*nft.Chain{{Name: "svc-stale"}}, Chains: []*nft.Chain{{Name: "svc-stale"}}}
+	if err := k.Apply(old); err != nil {
+		t.Fatal(err)
+	}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	p := New(Config{Tracker: tr, Kernel: k})
+	if err := p.Sync(); err != nil {
+		t.Fatalf("sync over an incompatible table: %v", err)
+	}
+	if _, ok := k.Chain(nft.FamilyIPv4, TableName, "svc-stale"); ok {
+		t.Fatal("the old table's chain survived the rebuild")
+	}
+	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	if got := kv.Sets[setHairpin].Key; len(got) != 2 {
+		t.Fatalf("hairpin set not rebuilt with the new key: %v", got)
+	}
+	if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); !ok {
+		t.Fatal("Service missing after the rebuild")
+	}
+}
