@@ -199,6 +199,19 @@ func TestRenderCommand(t *testing.T) {
 		{name: "missing directory", args: []string{"render", "-f", dir + "/nope"}, code: 1},
 		{name: "bad cluster CIDR", args: []string{"render", "--cluster-cidr", "bad"}, code: 2},
 		{name: "unknown render flag", args: []string{"render", "--bogus"}, code: 2},
+		{
+			name:     "trace: a pod reaching the seed Service can land on either endpoint",
+			args:     []string{"trace", "10.244.2.9", "10.96.0.10:80"},
+			contains: []string{"dnat 10.244.1.2:80\n", "dnat 10.244.1.3:80\n"},
+			absent:   []string{"masquerade", "reject"},
+		},
+		{
+			name:     "trace: from outside the pod CIDR it is masqueraded",
+			args:     []string{"trace", "--cluster-cidr", "10.244.0.0/16", "172.18.0.5", "10.96.0.10:80/tcp", "local"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade", "dnat 10.244.1.3:80 masquerade"},
+		},
+		{name: "trace: a port the Service lacks is rejected", args: []string{"trace", "10.244.2.9", "10.96.0.10:81/udp"}, contains: []string{"reject"}, absent: []string{"dnat"}},
+		{name: "trace: bad destination", args: []string{"trace", "10.244.2.9", "10.96.0.10"}, code: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			silenceStderr(t)
@@ -220,7 +233,7 @@ func TestRenderCommand(t *testing.T) {
 				}
 			}
 			if tc.code != 0 && out != "" {
-				t.Errorf("failed render printed a ruleset:\n%s", out)
+				t.Errorf("failed command printed output:\n%s", out)
 			}
 		})
 	}

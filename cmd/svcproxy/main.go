@@ -4,6 +4,7 @@
 //	svcproxy [kube-proxy flags]          run against a cluster
 //	svcproxy --manifests DIR             run on Service/EndpointSlice YAML, no cluster
 //	svcproxy render [-f DIR]             print the ruleset for manifests (default: the seed example)
+//	svcproxy trace [-f DIR] SRC DST:PORT[/PROTO] [local]   where a new connection goes
 //	svcproxy --cleanup                   remove svcproxy's table and exit
 package main
 
@@ -20,8 +21,13 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
-	if len(args) > 0 && args[0] == "render" {
-		return renderCmd(args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "render":
+			return renderCmd(args[1:])
+		case "trace":
+			return traceCmd(args[1:])
+		}
 	}
 	o, err := parseFlags(args)
 	if err != nil {

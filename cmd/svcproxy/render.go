@@ -2,34 +2,72 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/svcproxy/svcproxy/deploy"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/manifests"
+	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
 // renderCmd prints the nft ruleset for a directory of manifests: no cluster, no root.
 func renderCmd(args []string) int {
-	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
-	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
-	cidr := fs.String("cluster-cidr", "", "Pod CIDR; service traffic from outside it is masqueraded.")
-	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
-	if err := fs.Parse(args); err != nil {
+	r, _, code := offlineRuleset("render", args)
+	if r == nil {
+		return code
+	}
+	fmt.Print(r.Text())
+	return 0
+}
+
+// traceCmd answers "where does a new connection from SRC to DST:PORT/PROTO go" from
+// the ruleset the manifests render to, by walking it like the kernel would.
+func traceCmd(args []string) int {
+	r, pos, code := offlineRuleset("trace", args)
+	if r == nil {
+		return code
+	}
+	pkt, err := parsePacket(pos)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
 		return 2
 	}
-	objs, err := loadManifests(*dir)
+	outcomes, err := nft.Trace(r, pkt, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	for _, o := range outcomes {
+		fmt.Println(o)
+	}
+	return 0
+}
+
+// offlineRuleset parses the flags shared by render and trace and renders the
+// manifests; on failure it returns a nil ruleset and the exit code.
+func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
+	cidr := fs.String("cluster-cidr", "", "Pod CIDR; service traffic from outside it is masqueraded.")
+	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, 2
+	}
+	objs, err := loadManifests(*dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, nil, 1
+	}
 	o := &options{clusterCIDR: *cidr}
 	if err := o.validateClusterCIDR(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return nil, nil, 2
 	}
 	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR()}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnInvalid: func(kind, ns, name, reason string) {
@@ -37,8 +75,49 @@ func renderCmd(args []string) int {
 	}})
 	feed(tr, objs, nil)
 	snap, _, _ := tr.Take()
-	fmt.Print(proxy.RenderAll(snap, opts).Text())
-	return 0
+	return proxy.RenderAll(snap, opts), fs.Args(), 0
+}
+
+var protoByName = map[string]uint8{"tcp": nft.ProtoTCP, "udp": nft.ProtoUDP, "sctp": nft.ProtoSCTP, "icmp": nft.ProtoICMP}
+
+// parsePacket reads "SRC DST:PORT[/PROTO] [local]".
+func parsePacket(pos []string) (nft.Packet, error) {
+	if len(pos) < 2 || len(pos) > 3 || (len(pos) == 3 && pos[2] != "local") {
+		return nft.Packet{}, fmt.Errorf("want SRC DST:PORT[/PROTO] [local], got %q", pos)
+	}
+	src, err := netip.ParseAddr(pos[0])
+	if err != nil {
+		return nft.Packet{}, fmt.Errorf("source: %w", err)
+	}
+	dst, protoName, _ := strings.Cut(pos[1], "/")
+	if protoName == "" {
+		protoName = "tcp"
+	}
+	proto, ok := protoByName[strings.ToLower(protoName)]
+	if !ok {
+		return nft.Packet{}, fmt.Errorf("unknown protocol %q", protoName)
+	}
+	host, port, err := splitHostPort(dst)
+	if err != nil {
+		return nft.Packet{}, err
+	}
+	return nft.Packet{Src: src, Dst: host, Proto: proto, DPort: port, Local: len(pos) == 3}, nil
+}
+
+func splitHostPort(s string) (netip.Addr, uint16, error) {
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return netip.Addr{}, 0, fmt.Errorf("destination %q has no port", s)
+	}
+	a, err := netip.ParseAddr(s[:i])
+	if err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("destination: %w", err)
+	}
+	p, err := strconv.ParseUint(s[i+1:], 10, 16)
+	if err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("destination port: %w", err)
+	}
+	return a, uint16(p), nil
 }
 
 func loadManifests(dir string) (*manifests.Objects, error) {
