@@ -8,7 +8,7 @@ import (
 )
 
 // DataType is an nftables data type as used in set keys and values.
-type DataType int
+type DataType uint8
 
 const (
 	TypeIPv4Addr DataType = iota + 1
@@ -50,30 +50,42 @@ func (t DataType) Len() int {
 }
 
 // Datum is one typed value, kept as the bytes the kernel sees (network byte order for
-// addresses, protocols and ports; host order for marks, as nft does).
+// addresses, protocols and ports; host order for marks, as nft does). It holds its
+// bytes inline: a table has hundreds of thousands of element keys, and a value
+// without pointers costs neither an allocation nor garbage-collector scanning.
 type Datum struct {
-	Type  DataType
-	Bytes []byte
+	Type DataType
+	n    uint8
+	b    [16]byte
 }
+
+func newDatum(t DataType, b []byte) Datum {
+	d := Datum{Type: t}
+	d.n = uint8(copy(d.b[:], b))
+	return d
+}
+
+// Bytes returns a copy of the value's bytes.
+func (d Datum) Bytes() []byte { return append([]byte(nil), d.b[:d.n]...) }
 
 // IP makes an address datum of the address's family.
 func IP(a netip.Addr) Datum {
 	if a.Is4() {
 		b := a.As4()
-		return Datum{TypeIPv4Addr, b[:]}
+		return newDatum(TypeIPv4Addr, b[:])
 	}
 	b := a.As16()
-	return Datum{TypeIPv6Addr, b[:]}
+	return newDatum(TypeIPv6Addr, b[:])
 }
 
 // Proto makes an inet_proto datum (6 tcp, 17 udp, 132 sctp).
-func Proto(p uint8) Datum { return Datum{TypeInetProto, []byte{p}} }
+func Proto(p uint8) Datum { return newDatum(TypeInetProto, []byte{p}) }
 
 // Port makes an inet_service datum.
-func Port(p uint16) Datum { return Datum{TypeInetService, binary.BigEndian.AppendUint16(nil, p)} }
+func Port(p uint16) Datum { return newDatum(TypeInetService, binary.BigEndian.AppendUint16(nil, p)) }
 
 // Mark makes a mark datum.
-func Mark(m uint32) Datum { return Datum{TypeMark, binary.NativeEndian.AppendUint32(nil, m)} }
+func Mark(m uint32) Datum { return newDatum(TypeMark, binary.NativeEndian.AppendUint32(nil, m)) }
 
 // Protocol numbers used by svcproxy.
 const (
@@ -89,22 +101,22 @@ var protoNames = map[uint8]string{ProtoICMP: "icmp", ProtoTCP: "tcp", ProtoUDP: 
 func (d Datum) String() string {
 	switch d.Type {
 	case TypeIPv4Addr, TypeIPv6Addr:
-		a, ok := netip.AddrFromSlice(d.Bytes)
+		a, ok := netip.AddrFromSlice(d.b[:d.n])
 		if !ok {
 			return "invalid-addr"
 		}
 		return a.String()
 	case TypeInetProto:
-		if n, ok := protoNames[d.Bytes[0]]; ok {
+		if n, ok := protoNames[d.b[0]]; ok {
 			return n
 		}
-		return strconv.Itoa(int(d.Bytes[0]))
+		return strconv.Itoa(int(d.b[0]))
 	case TypeInetService:
-		return strconv.Itoa(int(binary.BigEndian.Uint16(d.Bytes)))
+		return strconv.Itoa(int(binary.BigEndian.Uint16(d.b[:2])))
 	case TypeMark:
-		return fmt.Sprintf("0x%08x", binary.NativeEndian.Uint32(d.Bytes))
+		return fmt.Sprintf("0x%08x", binary.NativeEndian.Uint32(d.b[:4]))
 	}
-	return fmt.Sprintf("%x", d.Bytes)
+	return fmt.Sprintf("%x", d.b[:d.n])
 }
 
 // untypedString prints a constant the way nft prints a value whose type it cannot
@@ -112,7 +124,7 @@ func (d Datum) String() string {
 // integer, then "[invalid type]".
 func (d Datum) untypedString() string {
 	var v uint64
-	for _, b := range d.Bytes {
+	for _, b := range d.b[:d.n] {
 		v = v<<8 | uint64(b)
 	}
 	return fmt.Sprintf("0x%x [invalid type]", v)
@@ -120,15 +132,15 @@ func (d Datum) untypedString() string {
 
 // padded returns the datum as it sits in a concatenation: padded to 4-byte registers.
 func (d Datum) padded() []byte {
-	n := (len(d.Bytes) + 3) &^ 3
+	n := (int(d.n) + 3) &^ 3
 	out := make([]byte, n)
-	copy(out, d.Bytes)
+	copy(out, d.b[:d.n])
 	return out
 }
 
 func concatBytes(ds []Datum) []byte {
 	if len(ds) == 1 {
-		return ds[0].Bytes
+		return ds[0].Bytes()
 	}
 	var out []byte
 	for _, d := range ds {
@@ -143,7 +155,7 @@ func splitBytes(types []DataType, b []byte) ([]Datum, error) {
 		if len(b) < types[0].Len() {
 			return nil, fmt.Errorf("value of %d bytes is short for %s", len(b), types[0])
 		}
-		return []Datum{{types[0], append([]byte(nil), b[:types[0].Len()]...)}}, nil
+		return []Datum{newDatum(types[0], b[:types[0].Len()])}, nil
 	}
 	var out []Datum
 	for _, t := range types {
@@ -151,7 +163,7 @@ func splitBytes(types []DataType, b []byte) ([]Datum, error) {
 		if len(b) < n {
 			return nil, fmt.Errorf("concatenation of %d bytes is short for %v", len(b), types)
 		}
-		out = append(out, Datum{t, append([]byte(nil), b[:n]...)})
+		out = append(out, newDatum(t, b[:n]))
 		pad := (n + 3) &^ 3
 		if pad > len(b) {
 			pad = len(b)

@@ -95,14 +95,14 @@ func (o Operand) String() string {
 
 func (o Operand) len() int {
 	if o.Const != nil {
-		return len(o.Const.Bytes)
+		return int(o.Const.n)
 	}
 	return o.Field.Type().Len()
 }
 
 func (o Operand) load(reg uint32) expr.Any {
 	if o.Const != nil {
-		return &expr.Immediate{Register: reg, Data: o.Const.Bytes}
+		return &expr.Immediate{Register: reg, Data: o.Const.Bytes()}
 	}
 	return o.Field.load(reg)
 }

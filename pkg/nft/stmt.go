@@ -41,7 +41,7 @@ func (m Match) String() string {
 }
 
 func (m Match) exprs(*encCtx) []expr.Any {
-	return []expr.Any{m.Field.load(unix.NFT_REG_1), &expr.Cmp{Op: cmpOp(m.Negate), Register: unix.NFT_REG_1, Data: m.Value.Bytes}}
+	return []expr.Any{m.Field.load(unix.NFT_REG_1), &expr.Cmp{Op: cmpOp(m.Negate), Register: unix.NFT_REG_1, Data: m.Value.Bytes()}}
 }
 
 // MatchPrefix matches an address field against a prefix: "ip saddr != 10.244.0.0/16".
@@ -60,7 +60,7 @@ func (m MatchPrefix) String() string {
 
 func (m MatchPrefix) exprs(*encCtx) []expr.Any {
 	p := m.Prefix.Masked()
-	addr := IP(p.Addr()).Bytes
+	addr := IP(p.Addr()).Bytes()
 	mask := make([]byte, len(addr))
 	for i := 0; i < p.Bits(); i++ {
 		mask[i/8] |= 0x80 >> (i % 8)
@@ -175,8 +175,8 @@ func (d DNAT) exprs(c *encCtx) []expr.Any {
 		fam = unix.NFPROTO_IPV6
 	}
 	return []expr.Any{
-		&expr.Immediate{Register: unix.NFT_REG_1, Data: IP(d.Addr).Bytes},
-		&expr.Immediate{Register: unix.NFT_REG_2, Data: Port(d.Port).Bytes},
+		&expr.Immediate{Register: unix.NFT_REG_1, Data: IP(d.Addr).Bytes()},
+		&expr.Immediate{Register: unix.NFT_REG_2, Data: Port(d.Port).Bytes()},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: unix.NFT_REG_1, RegProtoMin: unix.NFT_REG_2, Specified: true},
 	}
 }

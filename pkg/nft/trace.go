@@ -236,13 +236,13 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		if err != nil {
 			return nil, err
 		}
-		return cont((string(d.Bytes) == string(st.Value.Bytes)) != st.Negate, s)
+		return cont((d == st.Value) != st.Negate, s)
 	case MatchPrefix:
 		d, err := t.value(F(st.Field), s)
 		if err != nil {
 			return nil, err
 		}
-		a, _ := netip.AddrFromSlice(d.Bytes)
+		a, _ := netip.AddrFromSlice(d.Bytes())
 		return cont(st.Prefix.Masked().Contains(a) != st.Negate, s)
 	case Lookup:
 		id, err := t.key(st.Set, st.Key, s)

@@ -19,6 +19,7 @@ type Metrics struct {
 	ConntrackDeleted    prometheus.Counter
 	RefusedChanges      prometheus.Counter
 	TxObjects           prometheus.Histogram
+	KernelReadDuration  prometheus.Histogram
 	HealthzTotal        *prometheus.CounterVec
 	LivezTotal          *prometheus.CounterVec
 }
@@ -52,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Changes of one Service (or of the table skeleton) that the kernel refused even when applied alone"}),
 		TxObjects: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_sync_transaction_objects",
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
+		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
+			Help: "Time to read svcproxy's table back from the kernel (start-up adoption and drift checks)", Buckets: buckets}),
 		HealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubeproxy_proxy_healthz_total",
 			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
 		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubeproxy_proxy_livez_total",
@@ -59,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
-			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects,
+			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects, m.KernelReadDuration,
 			m.HealthzTotal, m.LivezTotal)
 	}
 	return m

@@ -65,7 +65,8 @@ type Proxy struct {
 	// generation has nothing to compare: no program committed anything.
 	verifiedGen uint32
 	verified    bool
-	commits     uint32 // our commits during the current Sync
+	nextRead    time.Time // earliest time for the next drift-check read
+	commits     uint32    // our commits during the current Sync
 }
 
 type udpTarget struct {
@@ -179,9 +180,15 @@ func (p *Proxy) Sync() error {
 	gen0, genErr := p.cfg.Kernel.Generation()
 	read := false
 	if full || p.view == nil {
-		if p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen {
+		switch {
+		case p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen:
 			klog.V(4).InfoS("Resync skipped: no nftables commit since the last verified state", "generation", gen0)
-		} else {
+		case p.view != nil && start.Before(p.nextRead):
+			// Reading a big table back is costly (seconds at 30k Services); other
+			// programs committing often must not make svcproxy spend more than about a
+			// tenth of its time on drift checks.
+			klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
+		default:
 			v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
 			if err != nil {
 				p.fail()
@@ -189,6 +196,9 @@ func (p *Proxy) Sync() error {
 			}
 			p.view, read = v, true
 			p.desired.MarkAllDirty(v)
+			took := p.cfg.Now().Sub(start)
+			p.nextRead = start.Add(10 * took)
+			p.cfg.Metrics.KernelReadDuration.Observe(took.Seconds())
 		}
 	}
 	var objects int

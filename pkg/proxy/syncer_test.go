@@ -173,7 +173,8 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 	k := &readCounter{Fake: nft.NewFake()}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	p := New(Config{Tracker: tr, Kernel: k})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := New(Config{Tracker: tr, Kernel: k, Now: func() time.Time { return now }})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
 	steps := []struct {
 		name      string
@@ -196,6 +197,7 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 		}, 3},
 	}
 	for _, st := range steps {
+		now = now.Add(time.Hour) // well past any drift-check deferral
 		st.before()
 		if err := p.Sync(); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
@@ -211,11 +213,15 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 
 type readCounter struct {
 	*nft.Fake
-	reads int
+	reads  int
+	onRead func()
 }
 
 func (r *readCounter) Read(f nft.Family, table string) (*nft.View, error) {
 	r.reads++
+	if r.onRead != nil {
+		r.onRead()
+	}
 	return r.Fake.Read(f, table)
 }
 
@@ -242,5 +248,34 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	}
 	if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); !ok {
 		t.Fatal("Service missing after the rebuild")
+	}
+}
+
+func TestDriftChecksAreDeferredWhenReadsAreSlow(t *testing.T) {
+	k := &readCounter{Fake: nft.NewFake()}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k.onRead = func() { now = now.Add(2 * time.Second) } // a big table takes 2 s to read
+	p := New(Config{Tracker: tr, Kernel: k, Now: func() time.Time { return now }})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	k.ForeignCommit()
+	now = now.Add(5 * time.Second)
+	p.RequestResync()
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if k.reads != 1 {
+		t.Fatalf("read again %d times 5 s after a 2 s read, want the check deferred", k.reads-1)
+	}
+	now = now.Add(30 * time.Second)
+	p.RequestResync()
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if k.reads != 2 {
+		t.Fatalf("%d reads, want the deferred drift check done once its time came", k.reads)
 	}
 }
