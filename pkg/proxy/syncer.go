@@ -158,8 +158,8 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	}
 }
 
-// Sync renders what changed and applies it in one transaction; on a full sync it
-// first re-reads the kernel so that drift is repaired.
+// Sync renders the Services that changed, brings the view of the kernel up to date
+// when a resync is due, and applies the difference (see applyDirty).
 func (p *Proxy) Sync() error {
 	start := p.cfg.Now()
 	p.mu.Lock()
@@ -178,46 +178,18 @@ func (p *Proxy) Sync() error {
 
 	p.commits = 0
 	gen0, genErr := p.cfg.Kernel.Generation()
-	read := false
-	if full || p.view == nil {
-		switch {
-		case p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen:
-			klog.V(4).InfoS("Resync skipped: no nftables commit since the last verified state", "generation", gen0)
-		case p.view != nil && start.Before(p.nextRead):
-			// Reading a big table back is costly (seconds at 30k Services); other
-			// programs committing often must not make svcproxy spend more than about a
-			// tenth of its time on drift checks.
-			klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
-		default:
-			v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
-			if err != nil {
-				p.fail()
-				return fmt.Errorf("read table %s: %w", TableName, err)
-			}
-			p.view, read = v, true
-			p.desired.MarkAllDirty(v)
-			took := p.cfg.Now().Sub(start)
-			p.nextRead = start.Add(10 * took)
-			p.cfg.Metrics.KernelReadDuration.Observe(took.Seconds())
-		}
+	read, err := p.refreshView(full, start, gen0, genErr)
+	if err != nil {
+		p.fail()
+		return err
 	}
 	var objects int
 	var syncErr error
 	if !nft.Compatible(p.desired, p.view) {
-		// A set or chain changed kind (an upgrade): rebuild the table in the same
-		// transaction that deletes it, so traffic sees the old rules or the new ones.
-		klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
-		tx := nft.PlanFull(p.desired, nft.NewView())
-		tx.Recreate = true
-		objects = tx.Size()
-		if err := p.cfg.Kernel.Apply(tx); err != nil {
-			p.fail()
-			p.desired.Requeue(tx)
-			return fmt.Errorf("recreate table %s: %w", TableName, err)
+		objects, err = p.recreate()
+		if err != nil {
+			return err
 		}
-		p.view = nft.NewView()
-		p.view.Commit(tx)
-		p.commits++
 	} else {
 		objects, syncErr = p.applyDirty()
 		if syncErr != nil && objects == 0 {
@@ -232,14 +204,62 @@ func (p *Proxy) Sync() error {
 	p.noteGeneration(gen0, genErr, read)
 	p.clearStaleUDP(oldUDP)
 	if objects > bigTransaction {
-		// A cold load builds hundreds of MiB of netlink messages and echoes that are
-		// garbage once the kernel answered; hand them back now rather than keeping the
+		// A cold load builds hundreds of MiB of netlink messages that are garbage
+		// once the kernel answered; hand them back now rather than keeping the
 		// process at its peak size until the next GC cycles.
 		debug.FreeOSMemory()
 	}
+	p.recordSync(start, full, len(changed), objects, firstEvent)
+	return syncErr
+}
 
+// refreshView re-reads the kernel on the first sync and on resyncs, unless nothing
+// was committed since the view was verified, or the last read was so slow that
+// reading again now would spend more than a tenth of the time on drift checks.
+func (p *Proxy) refreshView(full bool, start time.Time, gen0 uint32, genErr error) (read bool, err error) {
+	switch {
+	case p.view != nil && !full:
+		return false, nil
+	case p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen:
+		klog.V(4).InfoS("Resync skipped: no nftables commit since the last verified state", "generation", gen0)
+		return false, nil
+	case p.view != nil && start.Before(p.nextRead):
+		klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
+		return false, nil
+	}
+	v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
+	if err != nil {
+		return false, fmt.Errorf("read table %s: %w", TableName, err)
+	}
+	p.view = v
+	p.desired.MarkAllDirty(v)
+	took := p.cfg.Now().Sub(start)
+	p.nextRead = start.Add(10 * took)
+	p.cfg.Metrics.KernelReadDuration.Observe(took.Seconds())
+	return true, nil
+}
+
+// recreate rebuilds the table in the same transaction that deletes it, so traffic
+// sees the old rules or the new ones: after an upgrade changed a set's or chain's
+// kind, the kernel refuses to change it in place.
+func (p *Proxy) recreate() (int, error) {
+	klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
+	tx := nft.PlanFull(p.desired, nft.NewView())
+	tx.Recreate = true
+	if err := p.cfg.Kernel.Apply(tx); err != nil {
+		p.fail()
+		p.desired.Requeue(tx)
+		return 0, fmt.Errorf("recreate table %s: %w", TableName, err)
+	}
+	p.view = nft.NewView()
+	p.view.Commit(tx)
+	p.commits++
+	return tx.Size(), nil
+}
+
+func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, firstEvent time.Time) {
 	end := p.cfg.Now()
-	if len(changed) > 0 || objects > 0 {
+	if services > 0 || objects > 0 {
 		p.lastSync = end // burst control counts syncs that did something
 	}
 	elapsed := end.Sub(start).Seconds()
@@ -257,8 +277,7 @@ func (p *Proxy) Sync() error {
 	if p.cfg.Health != nil {
 		p.cfg.Health.Synced(end)
 	}
-	klog.V(2).InfoS("Synced", "full", full, "services", len(changed), "objects", objects, "elapsed", end.Sub(start))
-	return syncErr
+	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
 }
 
 // applyDirty applies every pending change: in one transaction, or, when more than
