@@ -227,14 +227,15 @@ func (p *Proxy) refreshView(full bool, start time.Time, gen0 uint32, genErr erro
 		klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
 		return false, nil
 	}
+	readStart := p.cfg.Now()
 	v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
 	if err != nil {
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
 	p.view = v
 	p.desired.MarkAllDirty(v)
-	took := p.cfg.Now().Sub(start)
-	p.nextRead = start.Add(10 * took)
+	took := p.cfg.Now().Sub(readStart)
+	p.nextRead = readStart.Add(10 * took)
 	p.cfg.Metrics.KernelReadDuration.Observe(took.Seconds())
 	return true, nil
 }
