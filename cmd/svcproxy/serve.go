@@ -58,7 +58,7 @@ func serve(ctx context.Context, o *options) error {
 		klog.ErrorS(err, "No conntrack cleanup for UDP endpoints")
 	}
 	cfg := proxy.Config{
-		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll},
+		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o)},
 		Tracker:       tracker,
 		Kernel:        kernel,
 		Metrics:       metrics,

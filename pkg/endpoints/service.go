@@ -44,6 +44,7 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 		return nil
 	}
 	affinity, timeout := serviceAffinity(svc, report)
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 
 	key := serviceKeyOf(svc)
 	out := make([]ServicePort, 0, len(svc.Spec.Ports))
@@ -73,6 +74,7 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 			Port:            port,
 			SessionAffinity: affinity,
 			AffinityTimeout: timeout,
+			InternalLocal:   internalLocal,
 		})
 	}
 	if len(out) == 0 {

@@ -211,3 +211,21 @@ func TestServicePorts(t *testing.T) {
 		})
 	}
 }
+
+func TestServicePortsInternalTrafficPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy *v1.ServiceInternalTrafficPolicy
+		want   bool
+	}{
+		{nil, false},
+		{ptr(v1.ServiceInternalTrafficPolicyCluster), false},
+		{ptr(v1.ServiceInternalTrafficPolicyLocal), true},
+	} {
+		svc := makeService("ns", "web", "10.96.0.1", []v1.ServicePort{tcpPort("http", 80)})
+		svc.Spec.InternalTrafficPolicy = tc.policy
+		ports := servicePorts(svc, IPv4, func(error) {})
+		if len(ports) != 1 || ports[0].InternalLocal != tc.want {
+			t.Fatalf("internalTrafficPolicy %v: ports %+v, want InternalLocal=%v", tc.policy, ports, tc.want)
+		}
+	}
+}

@@ -88,6 +88,9 @@ type ServicePort struct {
 	Port            uint16
 	SessionAffinity bool          // sessionAffinity: ClientIP
 	AffinityTimeout time.Duration // only meaningful with SessionAffinity; 0 otherwise so unrelated edits are no-ops
+	// InternalLocal is internalTrafficPolicy: Local: traffic goes only to endpoints on
+	// the proxy's own node.
+	InternalLocal bool
 }
 
 // Endpoint is one backend address:port of one ServicePort.

@@ -41,6 +41,9 @@ type Options struct {
 	ClusterCIDR netip.Prefix
 	// MasqueradeAll masquerades all service traffic (kube-proxy --masquerade-all).
 	MasqueradeAll bool
+	// NodeName is this node (kube-proxy --hostname-override), for
+	// internalTrafficPolicy: Local.
+	NodeName string
 }
 
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.

@@ -26,16 +26,24 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 // endpoints gets 1/n of new connections without anonymous sets or endpoint chains:
 // when endpoints change only this chain's rules are replaced and no goto is added,
 // which keeps the kernel from re-validating the whole table.
-func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) nft.Fragment {
+//
+// node is the proxy's node, for internalTrafficPolicy: Local.
+func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
 	var f nft.Fragment
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
 		if !ok || !sp.ClusterIP.Is4() || sp.Port == 0 {
 			continue // the tracker already reported it; never emit a rule the kernel may refuse
 		}
-		usable := endpoints.UsableEndpoints(eps[sp.Name])
+		usable, noLocal := targets(sp, eps[sp.Name], node)
 		chain := ChainName(sp.Name)
-		f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: portRules(sp, proto, usable)})
+		rules := portRules(sp, proto, usable)
+		if noLocal {
+			// kube-proxy drops rather than rejects here: the Service has endpoints,
+			// just none on this node.
+			rules = []nft.Rule{{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Drop}}, Comment: sp.Name.String() + " has no local endpoints"}}
+		}
+		f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: rules})
 		f.Elements = append(f.Elements,
 			nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}},
 			nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
@@ -45,6 +53,23 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 		}
 	}
 	return f
+}
+
+// targets picks the endpoints new connections may go to; with internalTrafficPolicy
+// Local only those on node (ready ones, else serving terminating ones, among them),
+// and noLocal reports that the Service has usable endpoints but none here.
+func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (usable []endpoints.Endpoint, noLocal bool) {
+	if !sp.InternalLocal {
+		return endpoints.UsableEndpoints(eps), false
+	}
+	var local []endpoints.Endpoint
+	for _, e := range eps {
+		if e.NodeName == node {
+			local = append(local, e)
+		}
+	}
+	usable = endpoints.UsableEndpoints(local)
+	return usable, len(usable) == 0 && len(endpoints.UsableEndpoints(eps)) > 0
 }
 
 func portRules(sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint) []nft.Rule {

@@ -64,7 +64,12 @@ func port(name string, proto string, p uint16) endpoints.ServicePort {
 }
 
 func ep(a netip.Addr, p uint16, ready, serving, terminating bool) endpoints.Endpoint {
-	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating}
+	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating, NodeName: "node-a"}
+}
+
+func onNode(e endpoints.Endpoint, node string) endpoints.Endpoint {
+	e.NodeName = node
+	return e
 }
 
 func dnat(a netip.Addr, p uint16, masq bool) nft.Outcome {
@@ -76,6 +81,8 @@ func TestTraceBehaviour(t *testing.T) {
 	dns := port("dns", "UDP", 53)
 	sticky := http
 	sticky.SessionAffinity, sticky.AffinityTimeout = true, 10*time.Second
+	local := http
+	local.InternalLocal = true
 	ready := []endpoints.Endpoint{ep(ep1, 8080, true, true, false), ep(ep2, 8080, true, true, false)}
 	tests := []struct {
 		name  string
@@ -132,6 +139,21 @@ func TestTraceBehaviour(t *testing.T) {
 		{name: "masquerade-all", opts: Options{MasqueradeAll: true}, ports: []endpoints.ServicePort{http}, eps: ready,
 			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
 			want: []nft.Outcome{dnat(ep1, 8080, true), dnat(ep2, 8080, true)}},
+		{name: "internalTrafficPolicy Local: only this node's endpoints", ports: []endpoints.ServicePort{local},
+			eps:  []endpoints.Endpoint{ep(ep1, 8080, true, true, false), onNode(ep(ep2, 8080, true, true, false), "node-b")},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false)}},
+		{name: "internalTrafficPolicy Local: local terminating beats remote ready", ports: []endpoints.ServicePort{local},
+			eps:  []endpoints.Endpoint{ep(ep1, 8080, false, true, true), onNode(ep(ep2, 8080, true, true, false), "node-b")},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{dnat(ep1, 8080, false)}},
+		{name: "internalTrafficPolicy Local: endpoints only elsewhere are dropped", ports: []endpoints.ServicePort{local},
+			eps:  []endpoints.Endpoint{onNode(ep(ep2, 8080, true, true, false), "node-b")},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{{Drop: true}}},
+		{name: "internalTrafficPolicy Local: no endpoints at all are rejected", ports: []endpoints.ServicePort{local},
+			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			want: []nft.Outcome{{Reject: true}}},
 		{name: "ClientIP affinity: new client spreads", ports: []endpoints.ServicePort{sticky}, eps: ready,
 			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
 			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
@@ -151,7 +173,7 @@ func TestTraceBehaviour(t *testing.T) {
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}
-			r.SetFragment("svc", RenderService(tc.ports, eps))
+			r.SetFragment("svc", RenderService(tc.ports, eps, "node-a"))
 			got, err := nft.Trace(r, tc.pkt, tc.dyn)
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +196,7 @@ func TestRenderSkipsWhatTheKernelWouldRefuse(t *testing.T) {
 		{Name: endpoints.ServicePortName{Namespace: "ns", Name: "v6", Protocol: "TCP"}, ClusterIP: netip.MustParseAddr("fd00::1"), Port: 80},
 		port("zero", "TCP", 0),
 	}
-	f := RenderService(bad, nil)
+	f := RenderService(bad, nil, "node-a")
 	if len(f.Chains) != 0 || len(f.Elements) != 0 {
 		t.Fatalf("invalid ports rendered: %+v", f)
 	}

@@ -17,7 +17,7 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 			continue
 		}
 		seen[k] = true
-		r.SetFragment(ServiceOwner(k), RenderService(snap.ServicePortsOf(k), snap.Endpoints))
+		r.SetFragment(ServiceOwner(k), RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName))
 	}
 	return r
 }

@@ -171,7 +171,7 @@ func (p *Proxy) Sync() error {
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		p.forgetUDP(k, oldUDP)
-		p.desired.SetFragment(ServiceOwner(k), RenderService(ports, snap.Endpoints))
+		p.desired.SetFragment(ServiceOwner(k), RenderService(ports, snap.Endpoints, p.cfg.NodeName))
 		p.rememberUDP(ports, snap.Endpoints)
 	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
