@@ -230,3 +230,28 @@ func (f *Fake) Tamper(family Family, table, chain string) {
 		}
 	}
 }
+
+// Ruleset returns what the fake holds as a Ruleset, so tests can Trace packets
+// through the "kernel" state rather than through what the proxy meant to write.
+func (f *Fake) Ruleset(family Family, table string) *Ruleset {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil {
+		return NewRuleset(family, table)
+	}
+	var sets []*Set
+	for _, s := range t.view.Sets {
+		sets = append(sets, s)
+	}
+	r := NewRuleset(family, table, sets...)
+	frag := Fragment{}
+	for _, c := range t.chains {
+		frag.Chains = append(frag.Chains, c)
+	}
+	for _, e := range t.view.Elements {
+		frag.Elements = append(frag.Elements, e)
+	}
+	r.SetFragment("kernel", frag)
+	return r
+}

@@ -1,6 +1,8 @@
 package nft
 
 import (
+	"fmt"
+
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 )
@@ -80,29 +82,42 @@ func (f Field) load(reg uint32) expr.Any {
 type Operand struct {
 	Field Field
 	Const *Datum
+	// Random, when non-zero, is a fresh random number modulo Random (a mark-typed
+	// value): "numgen random mod N".
+	Random uint32
 }
 
-// F and C make operands.
-func F(f Field) Operand { return Operand{Field: f} }
-func C(d Datum) Operand { return Operand{Const: &d} }
+// F, C and Random make operands.
+func F(f Field) Operand         { return Operand{Field: f} }
+func C(d Datum) Operand         { return Operand{Const: &d} }
+func Random(mod uint32) Operand { return Operand{Random: mod} }
 
 func (o Operand) String() string {
-	if o.Const != nil {
+	switch {
+	case o.Const != nil:
 		return o.Const.untypedString()
+	case o.Random != 0:
+		return fmt.Sprintf("numgen random mod %d", o.Random)
 	}
 	return o.Field.String()
 }
 
 func (o Operand) len() int {
-	if o.Const != nil {
+	switch {
+	case o.Const != nil:
 		return int(o.Const.n)
+	case o.Random != 0:
+		return 4
 	}
 	return o.Field.Type().Len()
 }
 
 func (o Operand) load(reg uint32) expr.Any {
-	if o.Const != nil {
+	switch {
+	case o.Const != nil:
 		return &expr.Immediate{Register: reg, Data: o.Const.Bytes()}
+	case o.Random != 0:
+		return &expr.Numgen{Register: reg, Modulus: o.Random, Type: unix.NFT_NG_RANDOM}
 	}
 	return o.Field.load(reg)
 }

@@ -258,7 +258,7 @@ func sendElements(c *nftables.Conn, t *nftables.Table, elems []Element, add bool
 }
 
 func netlinkElement(e Element) nftables.SetElement {
-	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout}
+	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: e.Comment}
 	switch {
 	case e.Verdict != nil:
 		el.VerdictData = e.Verdict.expr()

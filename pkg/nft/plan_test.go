@@ -175,3 +175,43 @@ func TestNormalizeListingIsStableForText(t *testing.T) {
 		t.Fatalf("got\n%q\nwant\n%q", got, want)
 	}
 }
+
+func TestSharedChainsLiveWhileAnyOwnerUsesThem(t *testing.T) {
+	k := NewFake()
+	r := newTestRuleset()
+	lb := &Chain{Name: "lb-1", Rules: []Rule{{Stmts: []Stmt{DNAT{Addr: netip.MustParseAddr("10.244.1.1"), Port: 80}}}}}
+	use := func(owner, clusterIP string) Fragment {
+		return Fragment{Shared: []*Chain{lb}, Elements: []Element{{Set: "dispatch",
+			Key: []Datum{ip(clusterIP), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "lb-1"}}}}
+	}
+	v := NewView()
+	apply := func() {
+		t.Helper()
+		tx := Plan(r, v)
+		if err := k.Apply(tx); err != nil {
+			t.Fatalf("kernel refused: %v", err)
+		}
+		v.Commit(tx)
+	}
+	r.SetFragment("a", use("a", "10.96.0.1"))
+	r.SetFragment("b", use("b", "10.96.0.2"))
+	apply()
+	r.SetFragment("a", Fragment{})
+	apply()
+	if _, ok := k.Chain(FamilyIPv4, "t", "lb-1"); !ok {
+		t.Fatal("shared chain deleted while b still uses it")
+	}
+	r.SetFragment("b", Fragment{})
+	apply()
+	if _, ok := k.Chain(FamilyIPv4, "t", "lb-1"); ok {
+		t.Fatal("shared chain left behind after its last user went")
+	}
+	// One owner's transaction alone must be able to create the chain it needs.
+	r.SetFragment("a", use("a", "10.96.0.1"))
+	r.SetFragment("b", use("b", "10.96.0.2"))
+	tx := PlanOwners(r, v, "b")
+	if err := k.Apply(tx); err != nil {
+		t.Fatalf("b alone: %v", err)
+	}
+	v.Commit(tx)
+}

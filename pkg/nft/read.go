@@ -185,7 +185,7 @@ func elementFromNetlink(s *Set, ne nftables.SetElement) (Element, error) {
 	if err != nil {
 		return Element{}, err
 	}
-	e := Element{Set: s.Name, Key: key, Timeout: ne.Timeout}
+	e := Element{Set: s.Name, Key: key, Timeout: ne.Timeout, Comment: ne.Comment}
 	switch {
 	case s.Verdict:
 		// google/nftables leaves the nested verdict attributes undecoded in Val.

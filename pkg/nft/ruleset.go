@@ -15,9 +15,10 @@ type Ruleset struct {
 	Sets   map[string]*Set
 	Chains map[string]*Chain
 
-	elements map[string]Element
-	elemRefs map[string]int
-	owners   map[string]Fragment
+	elements  map[string]Element
+	elemRefs  map[string]int
+	chainRefs map[string]int // of shared chains
+	owners    map[string]Fragment
 
 	// dirty holds, per owner, the chains and elements changed since the last Plan, so
 	// that a refused transaction can be retried one owner at a time.
@@ -31,10 +32,12 @@ type dirtyKeys struct {
 // staleOwner holds keys found only in the kernel (to delete) during a full plan.
 const staleOwner = ""
 
-// Fragment is what one owner contributes: whole chains (owned exclusively) and
-// elements (reference counted: two owners may add the same element).
+// Fragment is what one owner contributes: whole chains (owned exclusively), shared
+// chains and elements (both reference counted: owners that add the same one must
+// add it with the same content).
 type Fragment struct {
 	Chains   []*Chain
+	Shared   []*Chain
 	Elements []Element
 }
 
@@ -42,12 +45,13 @@ type Fragment struct {
 func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 	r := &Ruleset{
 		Family: family, Table: table,
-		Sets:     map[string]*Set{},
-		Chains:   map[string]*Chain{},
-		elements: map[string]Element{},
-		elemRefs: map[string]int{},
-		owners:   map[string]Fragment{},
-		dirty:    map[string]*dirtyKeys{},
+		Sets:      map[string]*Set{},
+		Chains:    map[string]*Chain{},
+		elements:  map[string]Element{},
+		elemRefs:  map[string]int{},
+		chainRefs: map[string]int{},
+		owners:    map[string]Fragment{},
+		dirty:     map[string]*dirtyKeys{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
@@ -73,7 +77,21 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 			r.markChain(owner, c.Name)
 		}
 	}
-	// Add before removing so that an element kept by the owner never drops to zero.
+	// Add before removing so that a shared chain or element the owner keeps never
+	// drops to zero. A shared chain is marked changed for every owner that uses it,
+	// so that whichever of their transactions lands first creates it.
+	for _, c := range f.Shared {
+		r.chainRefs[c.Name]++
+		r.Chains[c.Name] = c
+		r.markChain(owner, c.Name)
+	}
+	for _, c := range old.Shared {
+		if r.chainRefs[c.Name]--; r.chainRefs[c.Name] <= 0 {
+			delete(r.chainRefs, c.Name)
+			delete(r.Chains, c.Name)
+			r.markChain(owner, c.Name)
+		}
+	}
 	for _, e := range f.Elements {
 		id := e.ID()
 		r.elemRefs[id]++
@@ -90,7 +108,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 			r.markElem(owner, id)
 		}
 	}
-	if len(f.Chains) == 0 && len(f.Elements) == 0 {
+	if len(f.Chains) == 0 && len(f.Shared) == 0 && len(f.Elements) == 0 {
 		delete(r.owners, owner)
 	} else {
 		r.owners[owner] = f
@@ -151,9 +169,11 @@ func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
 func (r *Ruleset) MarkAllDirty(v *View) {
 	owned := map[string]bool{}
 	for owner, f := range r.owners {
-		for _, c := range f.Chains {
-			r.markChain(owner, c.Name)
-			owned[c.Name] = true
+		for _, cs := range [][]*Chain{f.Chains, f.Shared} {
+			for _, c := range cs {
+				r.markChain(owner, c.Name)
+				owned[c.Name] = true
+			}
 		}
 		for _, e := range f.Elements {
 			r.markElem(owner, e.ID())
@@ -185,7 +205,7 @@ func chainsEqual(a, b *Chain) bool {
 }
 
 func elementsEqual(a, b Element) bool {
-	if string(concatBytes(a.Data)) != string(concatBytes(b.Data)) || (a.Verdict == nil) != (b.Verdict == nil) {
+	if a.Comment != b.Comment || string(concatBytes(a.Data)) != string(concatBytes(b.Data)) || (a.Verdict == nil) != (b.Verdict == nil) {
 		return false
 	}
 	return a.Verdict == nil || *a.Verdict == *b.Verdict

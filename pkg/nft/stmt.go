@@ -181,6 +181,26 @@ func (d DNAT) exprs(c *encCtx) []expr.Any {
 	}
 }
 
+// DNATMap rewrites the destination to the address . port that a map returns for the
+// key: "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints".
+type DNATMap struct {
+	Key []Operand
+	Map string
+}
+
+func (d DNATMap) String() string {
+	return fmt.Sprintf("dnat ip to %s map @%s", joinOperands(d.Key), d.Map)
+}
+
+func (d DNATMap) exprs(c *encCtx) []expr.Any {
+	out, reg := loadConcat(d.Key)
+	// The data (address, then port in the next 32-bit register) overwrites the key.
+	return append(out,
+		&expr.Lookup{SourceRegister: reg, DestRegister: unix.NFT_REG_1, IsDestRegSet: true, SetName: d.Map, SetID: c.setID(d.Map)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: unix.NFT_REG_1, RegProtoMin: unix.NFT_REG32_01, Specified: true},
+	)
+}
+
 // Masquerade rewrites the source to the outgoing interface's address.
 type Masquerade struct{ FullyRandom bool }
 

@@ -74,6 +74,9 @@ func (e Element) String() string {
 	if e.Timeout > 0 {
 		s += " timeout " + formatDuration(e.Timeout)
 	}
+	if e.Comment != "" {
+		s += ` comment "` + e.Comment + `"`
+	}
 	switch {
 	case e.Verdict != nil:
 		s += " : " + e.Verdict.String()

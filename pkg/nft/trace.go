@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -278,6 +279,8 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 	case DNAT:
 		s.dnat = netip.AddrPortFrom(st.Addr, st.Port)
 		return []branch{{s: s, next: nextDone}}, nil
+	case DNATMap:
+		return t.dnatMap(st, s)
 	case Masquerade:
 		s.masq = true
 		return []branch{{s: s, next: nextDone}}, nil
@@ -298,6 +301,46 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		return t.verdict(st, s), nil
 	}
 	return nil, fmt.Errorf("trace: statement %T not supported", stmts[0])
+}
+
+// dnatMap follows every value a random key part can take; a key the map lacks ends
+// the rule like a failed match.
+func (t *tracer) dnatMap(st DNATMap, s state) ([]branch, error) {
+	keys := [][]Datum{nil}
+	for _, o := range st.Key {
+		var vals []Datum
+		if o.Random != 0 {
+			for i := uint32(0); i < o.Random; i++ {
+				vals = append(vals, Mark(i))
+			}
+		} else {
+			d, err := t.value(o, s)
+			if err != nil {
+				return nil, err
+			}
+			vals = []Datum{d}
+		}
+		var next [][]Datum
+		for _, k := range keys {
+			for _, v := range vals {
+				next = append(next, append(slices.Clone(k), v))
+			}
+		}
+		keys = next
+	}
+	var out []branch
+	for _, k := range keys {
+		e, ok := t.r.Element(Element{Set: st.Map, Key: k}.ID())
+		if !ok || len(e.Data) != 2 {
+			out = append(out, branch{s: s, next: nextRule})
+			continue
+		}
+		a, _ := netip.AddrFromSlice(e.Data[0].Bytes())
+		ns := s
+		ns.dnat = netip.AddrPortFrom(a, binary.BigEndian.Uint16(e.Data[1].Bytes()))
+		out = append(out, branch{s: ns, next: nextDone})
+	}
+	return out, nil
 }
 
 func (t *tracer) verdict(v Verdict, s state) []branch {

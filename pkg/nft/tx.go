@@ -20,12 +20,14 @@ type Tx struct {
 	DelSets     []string
 
 	// planned remembers which owners' changes this transaction carries, so that a
-	// refused transaction can be requeued exactly.
+	// refused transaction can be requeued exactly; changed, those whose changes
+	// needed an operation.
 	planned map[string]*dirtyKeys
+	changed map[string]bool
 }
 
 // Owners lists the ruleset owners whose changes the transaction carries.
-func (t *Tx) Owners() []string { return sortedKeys(t.planned) }
+func (t *Tx) Owners() []string { return sortedKeys(t.changed) }
 
 // Empty reports whether the transaction changes nothing.
 func (t *Tx) Empty() bool {
@@ -59,16 +61,17 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		}
 	}
 	tx.planned = desired.takeDirty(owners)
-	chains, elems := map[string]struct{}{}, map[string]struct{}{}
-	for _, d := range tx.planned {
+	tx.changed = map[string]bool{}
+	chainOwner, elemOwner := map[string]string{}, map[string]string{}
+	for owner, d := range tx.planned {
 		for k := range d.chains {
-			chains[k] = struct{}{}
+			chainOwner[k] = owner
 		}
 		for k := range d.elems {
-			elems[k] = struct{}{}
+			elemOwner[k] = owner
 		}
 	}
-	for _, name := range sortedKeys(chains) {
+	for _, name := range sortedKeys(chainOwner) {
 		want, wanted := desired.Chains[name]
 		cur, exists := v.Chains[name]
 		switch {
@@ -79,17 +82,25 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 			tx.Chains = append(tx.Chains, want)
 		case !wanted && exists:
 			tx.DelChains = append(tx.DelChains, name)
+		default:
+			continue
 		}
+		tx.changed[chainOwner[name]] = true
 	}
-	for _, id := range sortedKeys(elems) {
+	for _, id := range sortedKeys(elemOwner) {
 		want, wanted := desired.elements[id]
 		cur, exists := v.Elements[id]
-		if exists && (!wanted || !elementsEqual(cur, want)) {
+		same := exists && wanted && elementsEqual(cur, want)
+		if same || (!exists && !wanted) {
+			continue
+		}
+		if exists {
 			tx.DelElements = append(tx.DelElements, cur)
 		}
-		if wanted && (!exists || !elementsEqual(cur, want)) {
+		if wanted {
 			tx.AddElements = append(tx.AddElements, want)
 		}
+		tx.changed[elemOwner[id]] = true
 	}
 	for _, name := range sortedKeys(v.Sets) {
 		if _, ok := desired.Sets[name]; !ok {

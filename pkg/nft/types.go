@@ -91,6 +91,8 @@ type Element struct {
 	Verdict *Verdict // verdict maps
 	// Timeout, when non-zero, is the element's own timeout (sets with flags timeout).
 	Timeout time.Duration
+	// Comment names what the element is for (nft shows it).
+	Comment string
 }
 
 // ID identifies the element within its table: set name plus key bytes.

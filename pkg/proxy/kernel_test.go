@@ -264,9 +264,8 @@ func TestKernelDriftIsRepaired(t *testing.T) {
 	e.tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort))
 	e.tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1")))
 	e.sync(t)
-	chain := ChainName(endpoints.ServicePortName{Namespace: "ns", Name: "web", Port: "http", Protocol: "TCP"})
 	e.w.Node.MustRun(t, "nft", "delete", "element", "ip", TableName, mapServiceIPs, "{ 10.96.0.10 . tcp . 80 }")
-	e.w.Node.MustRun(t, "nft", "delete", "chain", "ip", TableName, chain)
+	e.w.Node.MustRun(t, "nft", "delete", "chain", "ip", TableName, "lb-1")
 	if _, err := e.client.Get("10.96.0.10:80", time.Second); err == nil {
 		t.Fatal("service still answers after its chain was deleted")
 	}

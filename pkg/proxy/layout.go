@@ -20,6 +20,10 @@ const (
 	mapServiceIPs = "service-ips" // ClusterIP . proto . port : goto svc-chain
 	setHairpin    = "hairpin"     // endpoint . endpoint: a pod reaching itself via its Service
 	setAffinity   = "affinity"    // client . ClusterIP . port . endpoint . endpoint port (ClientIP affinity)
+	mapEndpoints  = "endpoints"   // ClusterIP . proto . port . slot : endpoint . endpoint port
+
+	chainNoEndpoints    = "no-endpoints"     // ICMP port unreachable (UDP, SCTP)
+	chainNoEndpointsTCP = "no-endpoints-tcp" // TCP reset
 
 	chainPrerouting  = "nat-prerouting"
 	chainOutput      = "nat-output"
@@ -56,6 +60,8 @@ func Sets() []*nft.Set {
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: setHairpin, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
 		{Name: setAffinity, Key: affinityKeyTypes, Dynamic: true, Timeout: true, Size: affinitySetSize},
+		{Name: mapEndpoints, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeMark},
+			Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService}},
 	}
 }
 
@@ -98,5 +104,7 @@ func Skeleton(o Options) nft.Fragment {
 			{Stmts: []nft.Stmt{nft.CtStatusDNAT{}, nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: setHairpin}, nft.Masquerade{FullyRandom: true}}},
 		}},
 		{Name: chainServices, Rules: services},
+		{Name: chainNoEndpoints, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{}}}}},
+		{Name: chainNoEndpointsTCP, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{TCPReset: true}}}}},
 	}}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -18,16 +19,17 @@ func ChainName(n endpoints.ServicePortName) string {
 
 var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "SCTP": nft.ProtoSCTP}
 
-// RenderService returns one Service's part of the table: per port, a chain that picks
-// an endpoint, the dispatch element that leads to it, and the ClusterIP and hairpin
-// elements. It is a pure function of its arguments.
-//
-// Endpoint choice uses a cascade "numgen random mod (n-k) 0" so that each of n
-// endpoints gets 1/n of new connections without anonymous sets or endpoint chains:
-// when endpoints change only this chain's rules are replaced and no goto is added,
-// which keeps the kernel from re-validating the whole table.
-//
+// RenderService returns one Service's part of the table: per port, the dispatch
+// element that leads from ClusterIP . proto . port to where its endpoint is chosen,
+// and the ClusterIP and hairpin elements. It is a pure function of its arguments;
 // node is the proxy's node, for internalTrafficPolicy: Local.
+//
+// A port with n endpoints goes to the shared chain lb-n, whose one rule looks the
+// endpoint up in the endpoints map under ClusterIP . proto . port . (random mod n).
+// Replacing an endpoint then only swaps map elements, and a change of n swaps one
+// dispatch element: the kernel re-validates chains reachable from the dispatch map,
+// a few per endpoint count, instead of a rule per endpoint of every Service.
+// ClientIP affinity needs per-endpoint rules; those ports get a chain of their own.
 func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
 	var f nft.Fragment
 	for _, sp := range ports {
@@ -36,18 +38,33 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			continue // the tracker already reported it; never emit a rule the kernel may refuse
 		}
 		usable, noLocal := targets(sp, eps[sp.Name], node)
-		chain := ChainName(sp.Name)
-		rules := portRules(sp, proto, usable)
-		if noLocal {
+		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
+			Comment: sp.Name.String()}
+		switch {
+		case noLocal:
 			// kube-proxy drops rather than rejects here: the Service has endpoints,
 			// just none on this node.
-			rules = []nft.Rule{{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Drop}}, Comment: sp.Name.String() + " has no local endpoints"}}
+			dispatch.Verdict = &nft.Verdict{Kind: nft.Drop}
+		case len(usable) == 0:
+			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: chainNoEndpoints}
+			if proto == nft.ProtoTCP {
+				dispatch.Verdict.Chain = chainNoEndpointsTCP
+			}
+		case sp.SessionAffinity:
+			chain := ChainName(sp.Name)
+			f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: stickyRules(sp, usable)})
+			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: chain}
+		default:
+			lb := loadBalanceChain(len(usable))
+			f.Shared = append(f.Shared, lb)
+			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
+			for slot, e := range usable {
+				f.Elements = append(f.Elements, nft.Element{Set: mapEndpoints,
+					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Mark(uint32(slot))},
+					Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+			}
 		}
-		f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: rules})
-		f.Elements = append(f.Elements,
-			nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}},
-			nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
-				Verdict: &nft.Verdict{Kind: nft.Goto, Chain: chain}})
+		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}})
 		for _, e := range usable {
 			f.Elements = append(f.Elements, nft.Element{Set: setHairpin, Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
 		}
@@ -55,10 +72,19 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 	return f
 }
 
+// loadBalanceChain is the chain shared by every port with n endpoints.
+func loadBalanceChain(n int) *nft.Chain {
+	return &nft.Chain{Name: fmt.Sprintf("lb-%d", n), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
+		Key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(uint32(n))},
+		Map: mapEndpoints,
+	}}}}}
+}
+
 // targets picks the endpoints new connections may go to; with internalTrafficPolicy
 // Local only those on node (ready ones, else serving terminating ones, among them),
 // and noLocal reports that the Service has usable endpoints but none here.
 func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (usable []endpoints.Endpoint, noLocal bool) {
+	eps = programmable(eps)
 	if !sp.InternalLocal {
 		return endpoints.UsableEndpoints(eps), false
 	}
@@ -72,33 +98,36 @@ func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (u
 	return usable, len(usable) == 0 && len(endpoints.UsableEndpoints(eps)) > 0
 }
 
-func portRules(sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint) []nft.Rule {
-	var usable []endpoints.Endpoint
+// programmable drops endpoints the kernel could not be given (the tracker reports
+// them); what is left is IPv4 with a port.
+func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
+	var out []endpoints.Endpoint
 	for _, e := range eps {
 		if e.Addr.Is4() && e.Port != 0 {
-			usable = append(usable, e)
+			out = append(out, e)
 		}
 	}
-	if len(usable) == 0 {
-		return []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{TCPReset: proto == nft.ProtoTCP}}, Comment: sp.Name.String() + " has no endpoints"}}
-	}
-	var rules []nft.Rule
+	return out
+}
+
+// stickyRules picks an endpoint for a ClientIP-affinity port: a client seen within
+// the timeout goes back to its endpoint while that endpoint exists (removing an
+// endpoint removes its rule, so stale entries can never send traffic anywhere);
+// others get a cascade "numgen random mod (n-k) 0", 1/n of new connections each,
+// recorded in the affinity set.
+func stickyRules(sp endpoints.ServicePort, usable []endpoints.Endpoint) []nft.Rule {
 	timeout := sp.AffinityTimeout
 	if timeout <= 0 {
 		timeout = DefaultAffinityTimeout // a zero dynset timeout would mean "never expire"
 	}
-	if sp.SessionAffinity {
-		// A client seen within the timeout goes back to its endpoint while that
-		// endpoint exists; removing an endpoint removes its rule, so stale entries
-		// can never send traffic anywhere.
-		for _, e := range usable {
-			key := affinityKey(e)
-			rules = append(rules, nft.Rule{Stmts: []nft.Stmt{
-				nft.Lookup{Key: key, Set: setAffinity},
-				nft.Update{Set: setAffinity, Key: key, Timeout: timeout},
-				nft.DNAT{Addr: e.Addr, Port: e.Port},
-			}})
-		}
+	var rules []nft.Rule
+	for _, e := range usable {
+		key := affinityKey(e)
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{
+			nft.Lookup{Key: key, Set: setAffinity},
+			nft.Update{Set: setAffinity, Key: key, Timeout: timeout},
+			nft.DNAT{Addr: e.Addr, Port: e.Port},
+		}})
 	}
 	n := len(usable)
 	for k, e := range usable {
@@ -106,10 +135,8 @@ func portRules(sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint) 
 		if k < n-1 {
 			stmts = append(stmts, nft.Numgen{Mod: uint32(n - k), Value: 0})
 		}
-		if sp.SessionAffinity {
-			stmts = append(stmts, nft.Update{Set: setAffinity, Key: affinityKey(e), Timeout: timeout})
-		}
-		rules = append(rules, nft.Rule{Stmts: append(stmts, nft.DNAT{Addr: e.Addr, Port: e.Port})})
+		stmts = append(stmts, nft.Update{Set: setAffinity, Key: affinityKey(e), Timeout: timeout}, nft.DNAT{Addr: e.Addr, Port: e.Port})
+		rules = append(rules, nft.Rule{Stmts: stmts})
 	}
 	return rules
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +15,20 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
-func chainOf(name string) string {
-	return ChainName(endpoints.ServicePortName{Namespace: "ns", Name: name, Port: "http", Protocol: "TCP"})
+// route traces a new TCP connection from a pod to clusterIP:80 through what the fake
+// kernel holds and returns where it can go.
+func route(t *testing.T, k *nft.Fake, clusterIP string) string {
+	t.Helper()
+	out, err := nft.Trace(k.Ruleset(nft.FamilyIPv4, TableName),
+		nft.Packet{Src: client, Dst: netip.MustParseAddr(clusterIP), Proto: nft.ProtoTCP, DPort: 80}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, o := range out {
+		parts = append(parts, o.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 func addWeb(tr *endpoints.Tracker, name, ip string, pods ...string) {
@@ -36,14 +49,16 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web"))
+	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
+		t.Fatalf("before: %s", got)
+	}
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
 	k.FailNext = 1
 	if err := p.Sync(); err == nil {
 		t.Fatal("sync succeeded although the kernel refused")
 	}
-	if after, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); after != before {
-		t.Fatal("a refused transaction changed the kernel")
+	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
+		t.Fatalf("a refused transaction changed the kernel: %s", got)
 	}
 	if got := testutil.ToFloat64(m.SyncFailures); got != 1 {
 		t.Fatalf("sync failures metric = %v, want 1", got)
@@ -51,19 +66,17 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 	if err := p.Sync(); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	after, _ := k.Chain(nft.FamilyIPv4, TableName, chainOf("web"))
-	if len(after.Rules) != 1 || !strings.Contains(after.Rules[0].String(), "10.244.1.3") {
-		t.Fatalf("retry did not program the new endpoint: %v", after.Rules)
+	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.3:80" {
+		t.Fatalf("retry did not program the new endpoint: %s", got)
 	}
 }
 
 func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	k := nft.NewFake()
-	bad := chainOf("bad")
 	refusing := true
 	k.Refuse = func(tx *nft.Tx) error {
-		for _, c := range tx.Chains {
-			if c.Name == bad && refusing {
+		for _, e := range tx.AddElements {
+			if strings.HasPrefix(e.Comment, "ns/bad:") && refusing {
 				return errors.New("fake: invalid argument")
 			}
 		}
@@ -79,13 +92,11 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "svc:ns/bad") {
 		t.Fatalf("sync error %v, want one naming the refused Service", err)
 	}
-	for _, name := range []string{"good1", "good2"} {
-		if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf(name)); !ok {
-			t.Fatalf("%s was held back by the refused Service", name)
-		}
+	if got := route(t, k, "10.96.0.10") + " / " + route(t, k, "10.96.0.12"); got != "dnat 10.244.1.2:80 / dnat 10.244.1.4:80" {
+		t.Fatalf("good Services held back by the refused one: %s", got)
 	}
-	if _, ok := k.Chain(nft.FamilyIPv4, TableName, bad); ok {
-		t.Fatal("the refused Service is in the kernel")
+	if got := route(t, k, "10.96.0.11"); got != "accept" {
+		t.Fatalf("the refused Service is in the kernel: %s", got)
 	}
 	if got := testutil.ToFloat64(m.RefusedChanges); got != 1 {
 		t.Fatalf("refused changes metric = %v, want 1", got)
@@ -93,16 +104,16 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	// Traffic to good Services still flows by the kernel's own state.
 	kv, _ := k.Read(nft.FamilyIPv4, TableName)
 	full := nft.PlanFull(p.desired, kv)
-	if len(full.Chains) != 1 || full.Chains[0].Name != bad {
-		t.Fatalf("kernel differs from desired in more than the refused Service: %v", full.Owners())
+	if owners := full.Owners(); len(owners) != 1 || owners[0] != "svc:ns/bad" {
+		t.Fatalf("kernel differs from desired in more than the refused Service: %v", owners)
 	}
 	p.desired.Requeue(full) // planning took the pending changes; give them back
 	refusing = false
 	if err := p.Sync(); err != nil {
 		t.Fatalf("sync after the kernel accepts again: %v", err)
 	}
-	if _, ok := k.Chain(nft.FamilyIPv4, TableName, bad); !ok {
-		t.Fatal("the once-refused Service was not retried")
+	if got := route(t, k, "10.96.0.11"); got != "dnat 10.244.1.3:80" {
+		t.Fatalf("the once-refused Service was not retried: %s", got)
 	}
 }
 
@@ -139,8 +150,7 @@ func TestRunProgramsChangesAndCoalescesBursts(t *testing.T) {
 		addWeb(tr, name, "10.96.0."+string(rune('1'+i)), "pod1")
 	}
 	eventually(t, "all five Services", func() bool {
-		_, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("e"))
-		return ok
+		return route(t, k, "10.96.0.5") == "dnat 10.244.1.2:80"
 	})
 	if n := k.Applied(); n > 3 {
 		t.Fatalf("a burst of 5 changes took %d transactions, want them coalesced", n)
@@ -156,12 +166,12 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 	p = New(Config{Tracker: tr, Kernel: k, Metrics: m, SyncPeriod: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
 	stop := runProxy(t, p)
-	has := func() bool { _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); return ok }
+	has := func() bool { return route(t, k, "10.96.0.10") == "dnat 10.244.1.2:80" }
 	eventually(t, "the Service after two refused transactions", has)
 	if got := testutil.ToFloat64(m.SyncFailures); got < 1 {
 		t.Fatalf("sync failures = %v, want the refused transactions counted", got)
 	}
-	k.Tamper(nft.FamilyIPv4, TableName, chainOf("web"))
+	k.Tamper(nft.FamilyIPv4, TableName, "lb-1")
 	eventually(t, "the periodic resync to restore the deleted chain", has)
 	stop()
 	kv, _ := k.Read(nft.FamilyIPv4, TableName)
@@ -192,7 +202,7 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 		}, 1},
 		{"another program committed: resync reads", func() { k.ForeignCommit(); p.RequestResync() }, 2},
 		{"someone deleted our chain: resync reads and repairs", func() {
-			k.Tamper(nft.FamilyIPv4, TableName, chainOf("web"))
+			k.Tamper(nft.FamilyIPv4, TableName, "lb-1")
 			p.RequestResync()
 		}, 3},
 	}
@@ -206,8 +216,8 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 			t.Fatalf("%s: %d kernel reads, want %d", st.name, k.reads, st.wantReads)
 		}
 	}
-	if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); !ok {
-		t.Fatal("tampered chain not repaired")
+	if got := route(t, k.Fake, "10.96.0.10"); got != "dnat 10.244.1.3:80" {
+		t.Fatalf("tampered chain not repaired: %s", got)
 	}
 }
 
@@ -246,8 +256,8 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	if got := kv.Sets[setHairpin].Key; len(got) != 2 {
 		t.Fatalf("hairpin set not rebuilt with the new key: %v", got)
 	}
-	if _, ok := k.Chain(nft.FamilyIPv4, TableName, chainOf("web")); !ok {
-		t.Fatal("Service missing after the rebuild")
+	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
+		t.Fatalf("Service missing after the rebuild: %s", got)
 	}
 }
 
