@@ -11,8 +11,8 @@ import (
 // ServiceOwner is the ruleset fragment owner for a Service.
 func ServiceOwner(k endpoints.ServiceKey) string { return "svc:" + k.String() }
 
-// ChainName is the per-service-port chain. It is keyed by port name, not number, so
-// that a port renumbering only moves a map element.
+// ChainName is the chain of a ClientIP-affinity Service port. It is keyed by port
+// name, not number, so that a port renumbering only moves a map element.
 func ChainName(n endpoints.ServicePortName) string {
 	return "svc-" + n.Namespace + "/" + n.Name + "/" + strings.ToLower(n.Protocol) + "/" + n.Port
 }
