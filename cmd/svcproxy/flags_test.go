@@ -183,13 +183,13 @@ func TestRenderCommand(t *testing.T) {
 		{
 			name:     "embedded seed example",
 			args:     []string{"render"},
-			contains: []string{"table ip svcproxy", "dnat to 10.244.1.2:80", "dnat to 10.244.1.3:80", "10.96.0.10"},
+			contains: []string{"table ip svcproxy", ": 10.244.1.2 . 80", ": 10.244.1.3 . 80", "10.96.0.10"},
 		},
 		{
 			name:     "directory given with -f",
 			args:     []string{"render", "-f", dir},
-			contains: []string{"table ip svcproxy", "dnat to 10.244.1.2:80", "dnat to 10.244.1.9:80"},
-			absent:   []string{"10.244.1.3:80"},
+			contains: []string{"table ip svcproxy", ": 10.244.1.2 . 80", ": 10.244.1.9 . 80"},
+			absent:   []string{"10.244.1.3 . 80"},
 		},
 		{
 			name:     "cluster CIDR adds masquerading of traffic from outside it",

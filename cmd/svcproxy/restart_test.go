@@ -62,7 +62,7 @@ func TestRestartKeepsTrafficFlowing(t *testing.T) {
 	waitSynced(t, w.Node, healthzAddr)
 	before := nft.NormalizeListing(listTable(t, w.Node, false))
 	beforeHandles := listTable(t, w.Node, true)
-	if !strings.Contains(before, "dnat to 10.244.1.2:80") || !strings.Contains(before, "dnat to 10.244.1.3:80") {
+	if !strings.Contains(before, ": 10.244.1.2 . 80") || !strings.Contains(before, ": 10.244.1.3 . 80") {
 		t.Fatalf("table before the restart lacks the seed endpoints:\n%s", before)
 	}
 

@@ -24,6 +24,7 @@ type Fake struct {
 type fakeTable struct {
 	view   *View
 	chains map[string]*Chain
+	elems  map[string]Element
 }
 
 var _ Kernel = &Fake{}
@@ -61,13 +62,13 @@ func (f *Fake) Apply(tx *Tx) error {
 		}
 		cur = nil
 	}
-	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}}
+	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}, elems: map[string]Element{}}
 	if cur != nil {
 		for k, v := range cur.view.Sets {
 			next.view.Sets[k] = v
 		}
-		for k, v := range cur.view.Elements {
-			next.view.Elements[k] = v
+		for k, e := range cur.elems {
+			next.elems[k] = e
 		}
 		for k, v := range cur.view.Chains {
 			next.view.Chains[k] = v
@@ -87,10 +88,10 @@ func (f *Fake) Apply(tx *Tx) error {
 		v.Chains[c.Name] = ChainView{Hook: c.Hook}
 	}
 	for _, e := range tx.DelElements {
-		if _, ok := v.Elements[e.ID()]; !ok {
+		if _, ok := next.elems[e.ID()]; !ok {
 			return fmt.Errorf("fake: delete missing element %s in %s", e, e.Set)
 		}
-		delete(v.Elements, e.ID())
+		delete(next.elems, e.ID())
 	}
 	for _, c := range tx.Chains {
 		if _, ok := v.Chains[c.Name]; !ok {
@@ -103,7 +104,7 @@ func (f *Fake) Apply(tx *Tx) error {
 		if _, ok := v.Sets[e.Set]; !ok {
 			return fmt.Errorf("fake: element for missing set %s", e.Set)
 		}
-		if _, ok := v.Elements[e.ID()]; ok {
+		if _, ok := next.elems[e.ID()]; ok {
 			return fmt.Errorf("fake: element %s exists in %s", e, e.Set)
 		}
 		if e.Verdict != nil && e.Verdict.Chain != "" {
@@ -111,7 +112,7 @@ func (f *Fake) Apply(tx *Tx) error {
 				return fmt.Errorf("fake: element %s refers to missing chain", e)
 			}
 		}
-		v.Elements[e.ID()] = e
+		next.elems[e.ID()] = e
 	}
 	for _, name := range tx.DelChains {
 		if _, ok := v.Chains[name]; !ok {
@@ -134,7 +135,7 @@ func (f *Fake) Apply(tx *Tx) error {
 }
 
 func (t *fakeTable) checkReferences() error {
-	for _, e := range t.view.Elements {
+	for _, e := range t.elems {
 		if e.Verdict != nil && e.Verdict.Chain != "" {
 			if _, ok := t.view.Chains[e.Verdict.Chain]; !ok {
 				return fmt.Errorf("fake: chain %s deleted but element %s still refers to it", e.Verdict.Chain, e)
@@ -168,8 +169,8 @@ func (f *Fake) Read(family Family, table string) (*View, error) {
 	for k, v := range t.view.Sets {
 		out.Sets[k] = v
 	}
-	for k, v := range t.view.Elements {
-		out.Elements[k] = v
+	for k, e := range t.elems {
+		out.Elements[k] = valueHash(e)
 	}
 	for k, v := range t.view.Chains {
 		out.Chains[k] = v
@@ -224,9 +225,9 @@ func (f *Fake) Tamper(family Family, table, chain string) {
 	f.gen++
 	delete(t.chains, chain)
 	delete(t.view.Chains, chain)
-	for id, e := range t.view.Elements {
+	for id, e := range t.elems {
 		if e.Verdict != nil && e.Verdict.Chain == chain {
-			delete(t.view.Elements, id)
+			delete(t.elems, id)
 		}
 	}
 }
@@ -249,7 +250,7 @@ func (f *Fake) Ruleset(family Family, table string) *Ruleset {
 	for _, c := range t.chains {
 		frag.Chains = append(frag.Chains, c)
 	}
-	for _, e := range t.view.Elements {
+	for _, e := range t.elems {
 		frag.Elements = append(frag.Elements, e)
 	}
 	r.SetFragment("kernel", frag)

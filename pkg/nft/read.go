@@ -91,7 +91,7 @@ func (n *Netlink) readSets(c *nftables.Conn, t *nftables.Table, v *View) error {
 			if err != nil {
 				return fmt.Errorf("set %s: %w", s.Name, err)
 			}
-			v.Elements[e.ID()] = e
+			v.Elements[e.ID()] = valueHash(e)
 		}
 	}
 	return nil

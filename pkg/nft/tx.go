@@ -89,12 +89,16 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	}
 	for _, id := range sortedKeys(elemOwner) {
 		want, wanted := desired.elements[id]
-		cur, exists := v.Elements[id]
-		same := exists && wanted && elementsEqual(cur, want)
+		curHash, exists := v.Elements[id]
+		same := exists && wanted && curHash == valueHash(want)
 		if same || (!exists && !wanted) {
 			continue
 		}
 		if exists {
+			cur, ok := v.element(id)
+			if !ok {
+				continue // a set the view cannot decode; Compatible makes the table be recreated
+			}
 			tx.DelElements = append(tx.DelElements, cur)
 		}
 		if wanted {

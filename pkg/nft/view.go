@@ -1,5 +1,10 @@
 package nft
 
+import (
+	"hash/fnv"
+	"strings"
+)
+
 // View is what the kernel holds in svcproxy's table, as far as diffs need to know:
 // set definitions, chains with the hashes of their rules, and the elements of
 // non-dynamic sets. It is read from the kernel on start and on resync, and kept up to
@@ -8,7 +13,9 @@ type View struct {
 	TableExists bool
 	Sets        map[string]*Set
 	Chains      map[string]ChainView
-	Elements    map[string]Element
+	// Elements maps Element.ID to valueHash: what a diff needs, at a fraction of the
+	// memory of the elements themselves (there can be hundreds of thousands).
+	Elements map[string]uint64
 }
 
 // ChainView is a chain as the kernel holds it.
@@ -19,7 +26,7 @@ type ChainView struct {
 
 // NewView returns the view of a table that does not exist.
 func NewView() *View {
-	return &View{Sets: map[string]*Set{}, Chains: map[string]ChainView{}, Elements: map[string]Element{}}
+	return &View{Sets: map[string]*Set{}, Chains: map[string]ChainView{}, Elements: map[string]uint64{}}
 }
 
 func chainViewOf(c *Chain) ChainView {
@@ -58,7 +65,7 @@ func (v *View) Commit(tx *Tx) {
 		v.Chains[c.Name] = chainViewOf(c)
 	}
 	for _, e := range tx.AddElements {
-		v.Elements[e.ID()] = e
+		v.Elements[e.ID()] = valueHash(e)
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)
@@ -71,4 +78,31 @@ func setsEqual(a, b *Set) bool {
 		return false
 	}
 	return a.Size == 0 || b.Size == 0 || a.Size == b.Size
+}
+
+// valueHash identifies what an element maps to (data, verdict) and its comment.
+func valueHash(e Element) uint64 {
+	h := fnv.New64a()
+	h.Write(concatBytes(e.Data))
+	if e.Verdict != nil {
+		h.Write([]byte{0, byte(e.Verdict.Kind)})
+		h.Write([]byte(e.Verdict.Chain))
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(e.Comment))
+	return h.Sum64()
+}
+
+// element rebuilds the key of an element the view holds, enough to delete it.
+func (v *View) element(id string) (Element, bool) {
+	set, key, ok := strings.Cut(id, "\x00")
+	s := v.Sets[set]
+	if !ok || s == nil {
+		return Element{}, false
+	}
+	ds, err := splitBytes(s.Key, []byte(key))
+	if err != nil {
+		return Element{}, false
+	}
+	return Element{Set: set, Key: ds}, true
 }
