@@ -153,7 +153,7 @@ func run(n, e, samples int) error {
 	stopProfile()
 
 	// The kernel holds service 7's endpoints (the shape of the table aside).
-	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", proxy.TableName, "endpoints").Output()
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", proxy.TableName, "endpoints-07").Output() // 10.96.0.7's shard
 	if err != nil {
 		return fmt.Errorf("nft list map: %w", err)
 	}

@@ -265,7 +265,7 @@ func TestKernelDriftIsRepaired(t *testing.T) {
 	e.tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1")))
 	e.sync(t)
 	e.w.Node.MustRun(t, "nft", "delete", "element", "ip", TableName, mapServiceIPs, "{ 10.96.0.10 . tcp . 80 }")
-	e.w.Node.MustRun(t, "nft", "delete", "chain", "ip", TableName, "lb-1")
+	e.w.Node.MustRun(t, "nft", "delete", "chain", "ip", TableName, "lb-1-10")
 	if _, err := e.client.Get("10.96.0.10:80", time.Second); err == nil {
 		t.Fatal("service still answers after its chain was deleted")
 	}

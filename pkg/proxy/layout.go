@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -18,9 +19,9 @@ const (
 
 	setClusterIPs = "cluster-ips" // every ClusterIP: wrong-port reject, masquerade checks
 	mapServiceIPs = "service-ips" // ClusterIP . proto . port : goto svc-chain
-	setHairpin    = "hairpin"     // endpoint . endpoint: a pod reaching itself via its Service
+	setHairpin    = "hairpin"     // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
 	setAffinity   = "affinity"    // client . ClusterIP . port . endpoint . endpoint port (ClientIP affinity)
-	mapEndpoints  = "endpoints"   // ClusterIP . proto . port . slot : endpoint . endpoint port
+	mapEndpoints  = "endpoints"   // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
 
 	chainNoEndpoints    = "no-endpoints"     // ICMP port unreachable (UDP, SCTP)
 	chainNoEndpointsTCP = "no-endpoints-tcp" // TCP reset
@@ -53,16 +54,36 @@ type Options struct {
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
 const DefaultAffinityTimeout = 10800 * time.Second
 
+// shards splits the two sets that grow with endpoints (one element per endpoint) into
+// this many, by the last byte of an address. The kernel resumes a set dump every
+// 32 KiB by walking the set from its start, so reading back one set of 300k elements
+// (30k Services x 10) took ~50 s; sixteen sets of ~19k take a fraction of that.
+const shards = 16
+
+func shardOf(a netip.Addr) int { return int(a.As4()[3]) % shards }
+
+// hairpinSet and endpointsMap name the shard an address belongs to.
+func hairpinSet(endpoint netip.Addr) string {
+	return fmt.Sprintf("%s-%02d", setHairpin, shardOf(endpoint))
+}
+func endpointsMap(clusterIP netip.Addr) string {
+	return fmt.Sprintf("%s-%02d", mapEndpoints, shardOf(clusterIP))
+}
+
 // Sets returns the table's sets and maps.
 func Sets() []*nft.Set {
-	return []*nft.Set{
+	sets := []*nft.Set{
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
-		{Name: setHairpin, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
 		{Name: setAffinity, Key: affinityKeyTypes, Dynamic: true, Timeout: true, Size: affinitySetSize},
-		{Name: mapEndpoints, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeMark},
-			Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService}},
 	}
+	for k := 0; k < shards; k++ {
+		sets = append(sets,
+			&nft.Set{Name: fmt.Sprintf("%s-%02d", setHairpin, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
+			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapEndpoints, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeMark},
+				Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService}})
+	}
+	return sets
 }
 
 // affinityKeyTypes: client, ClusterIP, service port, endpoint, endpoint port. The
@@ -96,13 +117,18 @@ func Skeleton(o Options) nft.Fragment {
 		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Match{Field: nft.FieldL4Proto, Value: nft.Proto(nft.ProtoICMP)}, nft.Verdict{Kind: nft.Drop}}},
 		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Reject{}}, Comment: "no such service port"},
 	)
+	postrouting := []nft.Rule{
+		{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
+	}
+	for k := 0; k < shards; k++ {
+		postrouting = append(postrouting, nft.Rule{Stmts: []nft.Stmt{nft.CtStatusDNAT{},
+			nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: fmt.Sprintf("%s-%02d", setHairpin, k)},
+			nft.Masquerade{FullyRandom: true}}})
+	}
 	return nft.Fragment{Chains: []*nft.Chain{
 		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
 		{Name: chainOutput, Hook: &nft.ChainHook{Type: "nat", Hook: "output", Priority: -100}, Rules: jumpServices},
-		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: []nft.Rule{
-			{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
-			{Stmts: []nft.Stmt{nft.CtStatusDNAT{}, nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: setHairpin}, nft.Masquerade{FullyRandom: true}}},
-		}},
+		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: postrouting},
 		{Name: chainServices, Rules: services},
 		{Name: chainNoEndpoints, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{}}}}},
 		{Name: chainNoEndpointsTCP, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{TCPReset: true}}}}},

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -55,28 +56,29 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: stickyRules(sp, usable)})
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: chain}
 		default:
-			lb := loadBalanceChain(len(usable))
+			lb := loadBalanceChain(len(usable), sp.ClusterIP)
 			f.Shared = append(f.Shared, lb)
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
 			for slot, e := range usable {
-				f.Elements = append(f.Elements, nft.Element{Set: mapEndpoints,
+				f.Elements = append(f.Elements, nft.Element{Set: endpointsMap(sp.ClusterIP),
 					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Mark(uint32(slot))},
 					Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
 			}
 		}
 		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}})
 		for _, e := range usable {
-			f.Elements = append(f.Elements, nft.Element{Set: setHairpin, Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+			f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
 		}
 	}
 	return f
 }
 
-// loadBalanceChain is the chain shared by every port with n endpoints.
-func loadBalanceChain(n int) *nft.Chain {
-	return &nft.Chain{Name: fmt.Sprintf("lb-%d", n), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
+// loadBalanceChain is the chain shared by every port with n endpoints whose
+// ClusterIP falls in the same shard of the endpoints map: lb-N-SS.
+func loadBalanceChain(n int, clusterIP netip.Addr) *nft.Chain {
+	return &nft.Chain{Name: fmt.Sprintf("lb-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
 		Key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(uint32(n))},
-		Map: mapEndpoints,
+		Map: endpointsMap(clusterIP),
 	}}}}}
 }
 

@@ -171,7 +171,7 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 	if got := testutil.ToFloat64(m.SyncFailures); got < 1 {
 		t.Fatalf("sync failures = %v, want the refused transactions counted", got)
 	}
-	k.Tamper(nft.FamilyIPv4, TableName, "lb-1")
+	k.Tamper(nft.FamilyIPv4, TableName, "lb-1-10")
 	eventually(t, "the periodic resync to restore the deleted chain", has)
 	stop()
 	kv, _ := k.Read(nft.FamilyIPv4, TableName)
@@ -202,7 +202,7 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 		}, 1},
 		{"another program committed: resync reads", func() { k.ForeignCommit(); p.RequestResync() }, 2},
 		{"someone deleted our chain: resync reads and repairs", func() {
-			k.Tamper(nft.FamilyIPv4, TableName, "lb-1")
+			k.Tamper(nft.FamilyIPv4, TableName, "lb-1-10")
 			p.RequestResync()
 		}, 3},
 	}
@@ -238,7 +238,7 @@ func (r *readCounter) Read(f nft.Family, table string) (*nft.View, error) {
 func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	k := nft.NewFake()
 	// An older svcproxy left a table whose hairpin set had another key type.
-	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: setHairpin, Key: []nft.DataType{nft.TypeIPv4Addr}}},
+	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: "hairpin-00", Key: []nft.DataType{nft.TypeIPv4Addr}}},
 		NewChains: []*nft.Chain{{Name: "svc-stale"}}, Chains: []*nft.Chain{{Name: "svc-stale"}}}
 	if err := k.Apply(old); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 		t.Fatal("the old table's chain survived the rebuild")
 	}
 	kv, _ := k.Read(nft.FamilyIPv4, TableName)
-	if got := kv.Sets[setHairpin].Key; len(got) != 2 {
+	if got := kv.Sets["hairpin-00"].Key; len(got) != 2 {
 		t.Fatalf("hairpin set not rebuilt with the new key: %v", got)
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
