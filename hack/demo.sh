@@ -102,7 +102,7 @@ wait_backends 2; ask 20
 say "scale to 3: the EndpointSlice manifest gains a third endpoint"
 slice 3 > "$WORK/slice.yaml.tmp" && mv "$WORK/slice.yaml.tmp" "$WORK/slice.yaml"
 wait_backends 3; ask 30
-inns "$NODE" nft list map ip svcproxy endpoints
+inns "$NODE" nft list map ip svcproxy endpoints-10 # 10.96.0.10's shard
 
 say "scale to 1"
 slice 1 > "$WORK/slice.yaml.tmp" && mv "$WORK/slice.yaml.tmp" "$WORK/slice.yaml"
