@@ -15,14 +15,28 @@ type Ruleset struct {
 	Sets   map[string]*Set
 	Chains map[string]*Chain
 
-	elements  map[string]Element
-	elemRefs  map[string]int
-	chainRefs map[string]int // of shared chains
-	owners    map[string]Fragment
+	elements  map[string]*elementEntry // by Element.ID
+	chainRefs map[string]int           // of shared chains
+	owners    map[string]owned
 
 	// dirty holds, per owner, the chains and elements changed since the last Plan, so
 	// that a refused transaction can be retried one owner at a time.
 	dirty map[string]*dirtyKeys
+}
+
+// elementEntry is an element, its ID (one string shared by the map and by every
+// owner's list) and how many owners add it.
+type elementEntry struct {
+	Element
+	id   string
+	refs int
+}
+
+// owned is what an owner contributed, as the ruleset keeps it: the chains, and the
+// IDs of its elements (the elements themselves live once, in Ruleset.elements).
+type owned struct {
+	chains, shared []*Chain
+	elements       []string
 }
 
 type dirtyKeys struct {
@@ -47,10 +61,9 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		Family: family, Table: table,
 		Sets:      map[string]*Set{},
 		Chains:    map[string]*Chain{},
-		elements:  map[string]Element{},
-		elemRefs:  map[string]int{},
+		elements:  map[string]*elementEntry{},
 		chainRefs: map[string]int{},
-		owners:    map[string]Fragment{},
+		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
 	}
 	for _, s := range sets {
@@ -71,7 +84,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 		}
 		r.Chains[c.Name] = c
 	}
-	for _, c := range old.Chains {
+	for _, c := range old.chains {
 		if !newChains[c.Name] {
 			delete(r.Chains, c.Name)
 			r.markChain(owner, c.Name)
@@ -85,33 +98,41 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 		r.Chains[c.Name] = c
 		r.markChain(owner, c.Name)
 	}
-	for _, c := range old.Shared {
+	for _, c := range old.shared {
 		if r.chainRefs[c.Name]--; r.chainRefs[c.Name] <= 0 {
 			delete(r.chainRefs, c.Name)
 			delete(r.Chains, c.Name)
 			r.markChain(owner, c.Name)
 		}
 	}
-	for _, e := range f.Elements {
+	ids := make([]string, len(f.Elements))
+	for i, e := range f.Elements {
 		id := e.ID()
-		r.elemRefs[id]++
-		if prev, ok := r.elements[id]; !ok || !elementsEqual(prev, e) {
+		entry, ok := r.elements[id]
+		if !ok {
+			entry = &elementEntry{id: id}
+			r.elements[id] = entry
+		}
+		id = entry.id
+		ids[i] = id
+		if !ok || !elementsEqual(entry.Element, e) {
 			r.markElem(owner, id)
 		}
-		r.elements[id] = e
+		entry.Element = e
+		entry.refs++
 	}
-	for _, e := range old.Elements {
-		id := e.ID()
-		if r.elemRefs[id]--; r.elemRefs[id] <= 0 {
-			delete(r.elemRefs, id)
-			delete(r.elements, id)
-			r.markElem(owner, id)
+	for _, id := range old.elements {
+		if entry := r.elements[id]; entry != nil {
+			if entry.refs--; entry.refs <= 0 {
+				delete(r.elements, id)
+				r.markElem(owner, id)
+			}
 		}
 	}
 	if len(f.Chains) == 0 && len(f.Shared) == 0 && len(f.Elements) == 0 {
 		delete(r.owners, owner)
 	} else {
-		r.owners[owner] = f
+		r.owners[owner] = owned{chains: f.Chains, shared: f.Shared, elements: ids}
 	}
 }
 
@@ -119,7 +140,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 func (r *Ruleset) Elements() []Element {
 	out := make([]Element, 0, len(r.elements))
 	for _, e := range r.elements {
-		out = append(out, e)
+		out = append(out, e.Element)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
@@ -128,7 +149,10 @@ func (r *Ruleset) Elements() []Element {
 // Element returns the element with the given ID.
 func (r *Ruleset) Element(id string) (Element, bool) {
 	e, ok := r.elements[id]
-	return e, ok
+	if !ok {
+		return Element{}, false
+	}
+	return e.Element, true
 }
 
 func (r *Ruleset) keys(owner string) *dirtyKeys {
@@ -169,15 +193,15 @@ func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
 func (r *Ruleset) MarkAllDirty(v *View) {
 	owned := map[string]bool{}
 	for owner, f := range r.owners {
-		for _, cs := range [][]*Chain{f.Chains, f.Shared} {
+		for _, cs := range [][]*Chain{f.chains, f.shared} {
 			for _, c := range cs {
 				r.markChain(owner, c.Name)
 				owned[c.Name] = true
 			}
 		}
-		for _, e := range f.Elements {
-			r.markElem(owner, e.ID())
-			owned[e.ID()] = true
+		for _, id := range f.elements {
+			r.markElem(owner, id)
+			owned[id] = true
 		}
 	}
 	for n := range v.Chains {

@@ -88,7 +88,11 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		tx.changed[chainOwner[name]] = true
 	}
 	for _, id := range sortedKeys(elemOwner) {
-		want, wanted := desired.elements[id]
+		entry, wanted := desired.elements[id]
+		var want Element
+		if wanted {
+			want = entry.Element
+		}
 		curHash, exists := v.Elements[id]
 		same := exists && wanted && curHash == valueHash(want)
 		if same || (!exists && !wanted) {
