@@ -24,6 +24,9 @@ type Tx struct {
 	// needed an operation.
 	planned map[string]*dirtyKeys
 	changed map[string]bool
+	// addIDs[i] is AddElements[i].ID(), the string the desired ruleset already holds,
+	// so the view does not keep a copy of every element ID.
+	addIDs []string
 }
 
 // Owners lists the ruleset owners whose changes the transaction carries.
@@ -107,6 +110,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		}
 		if wanted {
 			tx.AddElements = append(tx.AddElements, want)
+			tx.addIDs = append(tx.addIDs, entry.id)
 		}
 		tx.changed[elemOwner[id]] = true
 	}

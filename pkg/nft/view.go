@@ -64,8 +64,14 @@ func (v *View) Commit(tx *Tx) {
 	for _, c := range tx.Chains {
 		v.Chains[c.Name] = chainViewOf(c)
 	}
-	for _, e := range tx.AddElements {
-		v.Elements[e.ID()] = valueHash(e)
+	for i, e := range tx.AddElements {
+		id := ""
+		if i < len(tx.addIDs) {
+			id = tx.addIDs[i]
+		} else {
+			id = e.ID()
+		}
+		v.Elements[id] = valueHash(e)
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)
