@@ -253,8 +253,12 @@ func TestKernelTraffic(t *testing.T) {
 		}
 	})
 	t.Run("ping to a ClusterIP gets no answer", func(t *testing.T) {
-		if out, err := e.client.Run("ping", "-c1", "-W1", "10.96.0.10"); err == nil {
-			t.Fatalf("ping answered: %s", out)
+		// The probe works: a pod answers.
+		if ok, err := e.client.Ping("10.244.1.2", 2*time.Second); err != nil || !ok {
+			t.Fatalf("ping to a pod: answered=%v, %v", ok, err)
+		}
+		if ok, err := e.client.Ping("10.96.0.10", time.Second); err != nil || ok {
+			t.Fatalf("ping to a ClusterIP: answered=%v, %v", ok, err)
 		}
 	})
 }
