@@ -17,7 +17,7 @@ fi
 
 # Tools the harness and the proxies use inside the namespaces.
 missing=()
-for pair in ip:iproute2 nft:nftables iptables:iptables conntrack:conntrack; do
+for pair in ip:iproute2 nft:nftables iptables:iptables conntrack:conntrack sysctl:procps; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then
