@@ -39,7 +39,7 @@ type Netlink struct {
 var _ Kernel = &Netlink{}
 
 // socketBuffer is large enough for a cold load of tens of thousands of Services in one
-// batch: the batch is sent in one sendmsg and every rule is echoed back.
+// batch: the batch is sent in one sendmsg, and dumps read back large tables.
 const socketBuffer = 256 << 20
 
 // elementsPerMessage keeps each element list under netlink's 64 KiB attribute limit.

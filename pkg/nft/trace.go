@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -85,19 +86,9 @@ func Trace(r *Ruleset, p Packet, dyn Affinity) ([]Outcome, error) {
 		if c := a.DNAT.Compare(b.DNAT); c != 0 {
 			return c
 		}
-		return compareStrings(a.String(), b.String())
+		return cmp.Compare(a.String(), b.String())
 	})
 	return slices.Compact(out), nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 type end int
@@ -115,7 +106,13 @@ type state struct {
 	dnat  netip.AddrPort
 	masq  bool
 	end   end
-	stack []string // return addresses for jump
+	stack []returnTo // where each jump returns to
+}
+
+// returnTo is the rule after a jump.
+type returnTo struct {
+	chain *Chain
+	rule  int
 }
 
 type tracer struct {
@@ -172,7 +169,7 @@ func (t *tracer) chain(c *Chain, i int, s state) ([]state, error) {
 			}
 			ns := b.s
 			if b.next == nextJump {
-				ns.stack = append(slices.Clone(ns.stack), fmt.Sprintf("%s\x00%d", c.Name, i+1))
+				ns.stack = append(slices.Clone(ns.stack), returnTo{c, i + 1})
 			}
 			res, err = t.chain(target, 0, ns)
 		}
@@ -192,15 +189,7 @@ func (t *tracer) ret(s state) ([]state, error) {
 	}
 	top := s.stack[len(s.stack)-1]
 	s.stack = s.stack[:len(s.stack)-1]
-	var name string
-	var idx int
-	for j := 0; j < len(top); j++ {
-		if top[j] == 0 {
-			name = top[:j]
-			fmt.Sscan(top[j+1:], &idx)
-		}
-	}
-	return t.chain(t.r.Chains[name], idx, s)
+	return t.chain(top.chain, top.rule, s)
 }
 
 type next int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,9 +53,9 @@ type Proxy struct {
 	desired *nft.Ruleset
 	view    *nft.View
 	trigger chan struct{}
-	// udpEndpoints remembers, per UDP service port, where traffic may have been sent,
-	// so the conntrack entries of removed endpoints can be deleted after a sync.
-	udpEndpoints map[endpoints.ServicePortName]udpTarget
+	// udpEndpoints remembers, per Service and UDP port, where traffic may have been
+	// sent, so the conntrack entries of removed endpoints can be deleted after a sync.
+	udpEndpoints map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget
 
 	mu       sync.Mutex
 	needFull bool
@@ -89,7 +90,7 @@ func New(cfg Config) *Proxy {
 		cfg:          cfg,
 		desired:      NewRuleset(cfg.Options),
 		trigger:      make(chan struct{}, 1),
-		udpEndpoints: map[endpoints.ServicePortName]udpTarget{},
+		udpEndpoints: map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget{},
 		needFull:     true,
 	}
 }
@@ -167,12 +168,16 @@ func (p *Proxy) Sync() error {
 	p.mu.Unlock()
 
 	snap, changed, firstEvent := p.cfg.Tracker.Take()
-	oldUDP := map[endpoints.ServicePortName]udpTarget{}
+	oldUDP := map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget{}
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
-		p.forgetUDP(k, oldUDP)
 		p.desired.SetFragment(ServiceOwner(k), RenderService(ports, snap.Endpoints, p.cfg.NodeName))
-		p.rememberUDP(ports, snap.Endpoints)
+		oldUDP[k] = p.udpEndpoints[k]
+		if udp := udpTargets(ports, snap.Endpoints, p.cfg.NodeName); len(udp) > 0 {
+			p.udpEndpoints[k] = udp
+		} else {
+			delete(p.udpEndpoints, k)
+		}
 	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
@@ -361,58 +366,50 @@ func (p *Proxy) noteGeneration(gen0 uint32, genErr error, read bool) {
 
 func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }
 
-func (p *Proxy) forgetUDP(k endpoints.ServiceKey, into map[endpoints.ServicePortName]udpTarget) {
-	for n, t := range p.udpEndpoints {
-		if n.Key() == k {
-			into[n] = t
-			delete(p.udpEndpoints, n)
-		}
-	}
-}
-
-func (p *Proxy) rememberUDP(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) {
+// udpTargets lists, per UDP port, the endpoints new connections may go to: the same
+// choice the rendered rules make.
+func udpTargets(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) map[endpoints.ServicePortName]udpTarget {
+	var out map[endpoints.ServicePortName]udpTarget
 	for _, sp := range ports {
 		if sp.Name.Protocol != "UDP" {
 			continue
 		}
 		t := udpTarget{service: netip.AddrPortFrom(sp.ClusterIP, sp.Port)}
-		for _, e := range endpoints.UsableEndpoints(eps[sp.Name]) {
+		usable, _ := targets(sp, eps[sp.Name], node)
+		for _, e := range usable {
 			t.eps = append(t.eps, e.Addr)
 		}
-		p.udpEndpoints[sp.Name] = t
+		if out == nil {
+			out = map[endpoints.ServicePortName]udpTarget{}
+		}
+		out[sp.Name] = t
 	}
+	return out
 }
 
 // clearStaleUDP deletes conntrack entries that still point at endpoints removed by
 // the sync that just landed; without it a UDP client that keeps sending from the same
 // port stays pinned to a dead endpoint.
-func (p *Proxy) clearStaleUDP(old map[endpoints.ServicePortName]udpTarget) {
+func (p *Proxy) clearStaleUDP(old map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget) {
 	if p.cfg.Conntrack == nil {
 		return
 	}
-	for n, before := range old {
-		after := p.udpEndpoints[n]
-		for _, e := range before.eps {
-			if after.service == before.service && containsAddr(after.eps, e) {
-				continue
+	for k, ports := range old {
+		for n, before := range ports {
+			after := p.udpEndpoints[k][n]
+			for _, e := range before.eps {
+				if after.service == before.service && slices.Contains(after.eps, e) {
+					continue
+				}
+				deleted, err := p.cfg.Conntrack.ClearUDP(before.service, e)
+				if err != nil {
+					klog.ErrorS(err, "Clearing stale UDP conntrack entries", "servicePort", n.String())
+					continue
+				}
+				p.cfg.Metrics.ConntrackDeleted.Add(float64(deleted))
 			}
-			deleted, err := p.cfg.Conntrack.ClearUDP(before.service, e)
-			if err != nil {
-				klog.ErrorS(err, "Clearing stale UDP conntrack entries", "servicePort", n.String())
-				continue
-			}
-			p.cfg.Metrics.ConntrackDeleted.Add(float64(deleted))
 		}
 	}
-}
-
-func containsAddr(as []netip.Addr, a netip.Addr) bool {
-	for _, x := range as {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 func nonZero(d, def time.Duration) time.Duration {
