@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,46 @@ func TestStale(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := ix.stale(tt.e); got != tt.want {
 				t.Fatalf("stale(%+v) = %v, want %v", tt.e, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestToDeleteOnlyUDPAndSCTP(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	tcp := Service{Proto: unix.IPPROTO_TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	udp := Service{Proto: unix.IPPROTO_UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
+	ix := newIndex(Serving{tcp: {ap("10.244.1.2:80")}, udp: {ap("10.244.1.2:53")}})
+	entries := []Entry{
+		{Proto: unix.IPPROTO_TCP, OrigDst: ap("10.96.0.10:80"), ReplySrc: ap("10.244.1.9:80")}, // TCP: the reset moves it
+		{Proto: unix.IPPROTO_UDP, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.1.9:53")},
+		{Proto: unix.IPPROTO_UDP, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.1.2:53")},
+	}
+	got := ix.toDelete(entries)
+	if len(got) != 1 || got[0] != entries[1] {
+		t.Fatalf("toDelete = %+v, want only the stale UDP entry", got)
+	}
+}
+
+func TestFamilies(t *testing.T) {
+	svc := func(proto uint8, addr string) Service {
+		return Service{Proto: proto, Addr: netip.MustParseAddr(addr), Port: 53}
+	}
+	tests := []struct {
+		name    string
+		serving Serving
+		want    []uint8
+	}{
+		{"nothing", nil, nil},
+		{"TCP only: no dump at all", Serving{svc(unix.IPPROTO_TCP, "10.96.0.1"): nil}, nil},
+		{"UDP IPv4", Serving{svc(unix.IPPROTO_UDP, "10.96.0.1"): nil}, []uint8{unix.AF_INET}},
+		{"4-in-6 is IPv4", Serving{svc(unix.IPPROTO_UDP, "::ffff:10.96.0.1"): nil}, []uint8{unix.AF_INET}},
+		{"SCTP IPv6 and UDP IPv4", Serving{svc(unix.IPPROTO_SCTP, "fd00::1"): nil, svc(unix.IPPROTO_UDP, "10.96.0.1"): nil}, []uint8{unix.AF_INET, unix.AF_INET6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newIndex(tt.serving).families(); !slices.Equal(got, tt.want) {
+				t.Fatalf("families = %v, want %v", got, tt.want)
 			}
 		})
 	}
