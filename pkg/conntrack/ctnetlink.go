@@ -20,6 +20,12 @@ const (
 	ctaTupleReply = 2
 	ctaID         = 12
 	ctaZone       = 18
+	ctaFilter     = 25
+
+	ctaFilterOrigFlags = 1
+	// ctaFilterProtoNum is CTA_FILTER_F_CTA_PROTO_NUM (net/netfilter/nf_internals.h):
+	// the dump keeps entries whose original tuple has the given protocol.
+	ctaFilterProtoNum = 1 << 3
 
 	ctaTupleIP    = 1
 	ctaTupleProto = 2
@@ -42,12 +48,31 @@ func ctMsgType(op uint16) netlink.HeaderType {
 // version 0, resource id 0.
 func nfgenmsg(family uint8) []byte { return []byte{family, 0, 0, 0} }
 
-// dumpRequest asks for every entry of one address family.
-func dumpRequest(family uint8) netlink.Message {
+// dumpRequest asks for the entries of one address family and protocol. The
+// kernel filters (CTA_FILTER, Linux 5.8+), so a node's many TCP entries never
+// cross netlink; older kernels ignore the filter and send everything, which the
+// caller filters again.
+func dumpRequest(family, proto uint8) (netlink.Message, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(ctaTupleOrig, func(t *netlink.AttributeEncoder) error {
+		t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
+			p.Uint8(ctaProtoNum, proto)
+			return nil
+		})
+		return nil
+	})
+	ae.Nested(ctaFilter, func(f *netlink.AttributeEncoder) error {
+		f.Uint32(ctaFilterOrigFlags, ctaFilterProtoNum) // host byte order
+		return nil
+	})
+	attrs, err := ae.Encode()
+	if err != nil {
+		return netlink.Message{}, fmt.Errorf("encode conntrack dump: %w", err)
+	}
 	return netlink.Message{
 		Header: netlink.Header{Type: ctMsgType(ctMsgGet), Flags: netlink.Request | netlink.Dump},
-		Data:   nfgenmsg(family),
-	}
+		Data:   append(nfgenmsg(family), attrs...),
+	}, nil
 }
 
 // decodeEntry decodes one entry of a dump (the message's data: nfgenmsg and

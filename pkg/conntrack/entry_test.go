@@ -70,25 +70,26 @@ func TestToDeleteOnlyUDPAndSCTP(t *testing.T) {
 	}
 }
 
-func TestFamilies(t *testing.T) {
+func TestDumps(t *testing.T) {
 	svc := func(proto uint8, addr string) Service {
 		return Service{Proto: proto, Addr: netip.MustParseAddr(addr), Port: 53}
 	}
 	tests := []struct {
 		name    string
 		serving Serving
-		want    []uint8
+		want    []dump
 	}{
 		{"nothing", nil, nil},
 		{"TCP only: no dump at all", Serving{svc(unix.IPPROTO_TCP, "10.96.0.1"): nil}, nil},
-		{"UDP IPv4", Serving{svc(unix.IPPROTO_UDP, "10.96.0.1"): nil}, []uint8{unix.AF_INET}},
-		{"4-in-6 is IPv4", Serving{svc(unix.IPPROTO_UDP, "::ffff:10.96.0.1"): nil}, []uint8{unix.AF_INET}},
-		{"SCTP IPv6 and UDP IPv4", Serving{svc(unix.IPPROTO_SCTP, "fd00::1"): nil, svc(unix.IPPROTO_UDP, "10.96.0.1"): nil}, []uint8{unix.AF_INET, unix.AF_INET6}},
+		{"UDP IPv4", Serving{svc(unix.IPPROTO_UDP, "10.96.0.1"): nil, svc(unix.IPPROTO_UDP, "10.96.0.2"): nil}, []dump{{unix.AF_INET, unix.IPPROTO_UDP}}},
+		{"4-in-6 is IPv4", Serving{svc(unix.IPPROTO_UDP, "::ffff:10.96.0.1"): nil}, []dump{{unix.AF_INET, unix.IPPROTO_UDP}}},
+		{"SCTP IPv6 and UDP IPv4", Serving{svc(unix.IPPROTO_SCTP, "fd00::1"): nil, svc(unix.IPPROTO_UDP, "10.96.0.1"): nil},
+			[]dump{{unix.AF_INET, unix.IPPROTO_UDP}, {unix.AF_INET6, unix.IPPROTO_SCTP}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := newIndex(tt.serving).families(); !slices.Equal(got, tt.want) {
-				t.Fatalf("families = %v, want %v", got, tt.want)
+			if got := newIndex(tt.serving).dumps(); !slices.Equal(got, tt.want) {
+				t.Fatalf("dumps = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -89,7 +89,7 @@ func who(t *testing.T, c net.Conn, timeout time.Duration) string {
 // entriesTo lists the node's entries towards dst.
 func (k *kworld) entriesTo(t *testing.T, dst netip.AddrPort) []Entry {
 	t.Helper()
-	all, _, err := k.c.list(unix.AF_INET)
+	all, _, err := k.c.list(unix.AF_INET, unix.IPPROTO_UDP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +229,18 @@ func TestKernelReconcileCreatedEntries(t *testing.T) {
 	}
 	var left []Entry
 	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		es, _, err := c.list(fam)
-		if err != nil {
-			t.Fatal(err)
+		for _, proto := range []uint8{unix.IPPROTO_UDP, unix.IPPROTO_SCTP, unix.IPPROTO_TCP} {
+			es, _, err := c.list(fam, proto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range es {
+				if e.Proto != proto || e.Family != fam {
+					t.Errorf("the dump of family %d protocol %d returned %+v: the kernel did not filter", fam, proto, e)
+				}
+			}
+			left = append(left, es...)
 		}
-		left = append(left, es...)
 	}
 	for _, f := range flows {
 		found := false

@@ -17,13 +17,18 @@ const deleteBatch = 128
 // loop.
 const ioTimeout = 10 * time.Second
 
-// list dumps the entries of one address family. Entries that do not decode are
-// skipped (counted in skipped): what cannot be understood is not deleted.
-func (c *Cleaner) list(family uint8) (entries []Entry, skipped int, err error) {
+// list dumps the entries of one address family and protocol (on kernels older than
+// 5.8, of every protocol). Entries that do not decode are skipped (counted in
+// skipped): what cannot be understood is not deleted.
+func (c *Cleaner) list(family, proto uint8) (entries []Entry, skipped int, err error) {
+	req, err := dumpRequest(family, proto)
+	if err != nil {
+		return nil, 0, err
+	}
 	if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
 		return nil, 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	msgs, err := c.ct.Execute(dumpRequest(family))
+	msgs, err := c.ct.Execute(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("conntrack dump: %w", err)
 	}

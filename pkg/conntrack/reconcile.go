@@ -13,7 +13,8 @@ import (
 // is not among that key's endpoints — flows translated to an endpoint that is gone
 // (also while svcproxy was down) and flows that were never translated (sent before
 // the rules existed). Entries towards other addresses are never touched. It reads
-// the table once per address family in use and returns how many entries it deleted.
+// the table once per address family and protocol in use and returns how many
+// entries it deleted.
 //
 // Call it after the kernel accepted the rules that serving describes: an entry
 // deleted before the new rules exist is recreated untranslated by the next packet.
@@ -21,9 +22,9 @@ func (c *Cleaner) Reconcile(serving Serving) (uint, error) {
 	ix := newIndex(serving)
 	var deleted uint
 	var errs []error
-	for _, family := range ix.families() {
+	for _, d := range ix.dumps() {
 		c.mu.Lock()
-		n, err := c.reconcileFamily(ix, family)
+		n, err := c.reconcileDump(ix, d)
 		c.mu.Unlock()
 		deleted += n
 		if err != nil {
@@ -33,14 +34,14 @@ func (c *Cleaner) Reconcile(serving Serving) (uint, error) {
 	return deleted, errors.Join(errs...)
 }
 
-func (c *Cleaner) reconcileFamily(ix index, family uint8) (uint, error) {
-	entries, _, err := c.list(family)
+func (c *Cleaner) reconcileDump(ix index, d dump) (uint, error) {
+	entries, _, err := c.list(d.family, d.proto)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("reconcile conntrack (family %d, protocol %d): %w", d.family, d.proto, err)
 	}
 	n, err := c.delete(ix.toDelete(entries))
 	if err != nil {
-		return n, fmt.Errorf("reconcile conntrack (family %d): %w", family, err)
+		return n, fmt.Errorf("reconcile conntrack (family %d, protocol %d): %w", d.family, d.proto, err)
 	}
 	return n, nil
 }
@@ -51,27 +52,31 @@ func reconciled(proto uint8) bool {
 	return proto == unix.IPPROTO_UDP || proto == unix.IPPROTO_SCTP
 }
 
-// families lists the address families of the reconciled Service keys, so that a
-// node without IPv6 Services never dumps the IPv6 table (and none at all when no
-// UDP or SCTP Service exists).
-func (ix index) families() []uint8 {
-	var v4, v6 bool
+// dump is one read of the table: the entries of one address family and protocol.
+type dump struct{ family, proto uint8 }
+
+// dumps lists the (family, protocol) pairs of the reconciled Service keys, in a
+// stable order, so that a node without IPv6 or SCTP Services never reads those
+// entries (and nothing at all is read when no UDP or SCTP Service exists).
+func (ix index) dumps() []dump {
+	seen := map[dump]bool{}
 	for svc := range ix {
 		if !reconciled(svc.Proto) {
 			continue
 		}
-		if svc.Addr.Is4() {
-			v4 = true
-		} else {
-			v6 = true
+		d := dump{family: unix.AF_INET, proto: svc.Proto}
+		if svc.Addr.Is6() {
+			d.family = unix.AF_INET6
 		}
+		seen[d] = true
 	}
-	var out []uint8
-	if v4 {
-		out = append(out, unix.AF_INET)
-	}
-	if v6 {
-		out = append(out, unix.AF_INET6)
+	var out []dump
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		for _, proto := range []uint8{unix.IPPROTO_UDP, unix.IPPROTO_SCTP} {
+			if seen[dump{fam, proto}] {
+				out = append(out, dump{fam, proto})
+			}
+		}
 	}
 	return out
 }
