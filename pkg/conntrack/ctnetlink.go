@@ -76,107 +76,149 @@ func dumpRequest(family, proto uint8) (netlink.Message, error) {
 }
 
 // decodeEntry decodes one entry of a dump (the message's data: nfgenmsg and
-// attributes). It never panics, whatever the bytes.
+// attributes). It never panics, whatever the bytes, and allocates nothing: a dump
+// can hold hundreds of thousands of entries.
 func decodeEntry(b []byte) (Entry, error) {
 	if len(b) < 4 {
-		return Entry{}, fmt.Errorf("conntrack entry: %d bytes, shorter than its header", len(b))
+		return Entry{}, errShortEntry
 	}
 	e := Entry{Family: b[0]}
-	ad, err := netlink.NewAttributeDecoder(b[4:])
-	if err != nil {
-		return Entry{}, fmt.Errorf("conntrack entry: %w", err)
-	}
-	ad.ByteOrder = binary.BigEndian
 	var orig, reply bool
-	for ad.Next() {
-		switch ad.Type() {
+	a := attrs{b: b[4:]}
+	for a.next() {
+		var err error
+		switch a.typ {
 		case ctaTupleOrig:
 			orig = true
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				src, dst, proto, err := decodeTuple(nad)
-				e.OrigSrc, e.OrigDst, e.Proto = src, dst, proto
-				return err
-			})
+			e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.val)
 		case ctaTupleReply:
 			reply = true
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				src, _, _, err := decodeTuple(nad)
-				e.ReplySrc = src
-				return err
-			})
+			e.ReplySrc, _, _, err = decodeTuple(a.val)
 		case ctaID:
-			e.ID, e.HasID = ad.Uint32(), true
+			if len(a.val) != 4 {
+				return Entry{}, errBadAttr
+			}
+			e.ID, e.HasID = binary.BigEndian.Uint32(a.val), true
 		case ctaZone:
-			e.Zone = ad.Uint16()
+			if len(a.val) != 2 {
+				return Entry{}, errBadAttr
+			}
+			e.Zone = binary.BigEndian.Uint16(a.val)
+		}
+		if err != nil {
+			return Entry{}, err
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return Entry{}, fmt.Errorf("conntrack entry: %w", err)
+	if a.err != nil {
+		return Entry{}, a.err
 	}
 	if !orig || !reply {
-		return Entry{}, errors.New("conntrack entry without both tuples")
-	}
-	if !e.OrigSrc.Addr().IsValid() || !e.OrigDst.Addr().IsValid() || !e.ReplySrc.Addr().IsValid() {
-		return Entry{}, errors.New("conntrack entry: tuple without addresses")
+		return Entry{}, errNoTuple
 	}
 	return e, nil
 }
 
+var (
+	errShortEntry = errors.New("conntrack entry shorter than its header")
+	errBadAttr    = errors.New("conntrack entry: attribute of the wrong size")
+	errTruncated  = errors.New("conntrack entry: truncated attribute")
+	errNoTuple    = errors.New("conntrack entry without both tuples")
+	errNoAddr     = errors.New("conntrack entry: tuple without addresses")
+)
+
 // decodeTuple reads CTA_TUPLE_IP and CTA_TUPLE_PROTO: source, destination and
 // protocol. Ports are read for every protocol that has them (the kernel sends
 // CTA_PROTO_SRC_PORT/DST_PORT for UDP, TCP, SCTP, ...).
-func decodeTuple(ad *netlink.AttributeDecoder) (src, dst netip.AddrPort, proto uint8, err error) {
+func decodeTuple(b []byte) (src, dst netip.AddrPort, proto uint8, err error) {
 	var srcIP, dstIP netip.Addr
 	var sport, dport uint16
-	for ad.Next() {
-		switch ad.Type() {
+	a := attrs{b: b}
+	for a.next() {
+		switch a.typ {
 		case ctaTupleIP:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					switch nad.Type() {
-					case ctaIPv4Src, ctaIPv6Src:
-						srcIP, err = addrOf(nad.Bytes(), nad.Type() == ctaIPv6Src)
-					case ctaIPv4Dst, ctaIPv6Dst:
-						dstIP, err = addrOf(nad.Bytes(), nad.Type() == ctaIPv6Dst)
-					}
-					if err != nil {
-						return err
-					}
+			ip := attrs{b: a.val}
+			for ip.next() {
+				switch ip.typ {
+				case ctaIPv4Src, ctaIPv6Src:
+					srcIP, err = addrOf(ip.val, ip.typ == ctaIPv6Src)
+				case ctaIPv4Dst, ctaIPv6Dst:
+					dstIP, err = addrOf(ip.val, ip.typ == ctaIPv6Dst)
 				}
-				return nil
-			})
+				if err != nil {
+					return src, dst, 0, err
+				}
+			}
+			if ip.err != nil {
+				return src, dst, 0, ip.err
+			}
 		case ctaTupleProto:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					switch nad.Type() {
-					case ctaProtoNum:
-						proto = nad.Uint8()
-					case ctaProtoSrcPort:
-						sport = nad.Uint16()
-					case ctaProtoDstPort:
-						dport = nad.Uint16()
-					}
+			p := attrs{b: a.val}
+			for p.next() {
+				switch {
+				case p.typ == ctaProtoNum && len(p.val) == 1:
+					proto = p.val[0]
+				case p.typ == ctaProtoSrcPort && len(p.val) == 2:
+					sport = binary.BigEndian.Uint16(p.val)
+				case p.typ == ctaProtoDstPort && len(p.val) == 2:
+					dport = binary.BigEndian.Uint16(p.val)
+				case p.typ == ctaProtoNum, p.typ == ctaProtoSrcPort, p.typ == ctaProtoDstPort:
+					return src, dst, 0, errBadAttr
 				}
-				return nil
-			})
+			}
+			if p.err != nil {
+				return src, dst, 0, p.err
+			}
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return src, dst, proto, err
+	if a.err != nil {
+		return src, dst, 0, a.err
+	}
+	if !srcIP.IsValid() || !dstIP.IsValid() {
+		return src, dst, 0, errNoAddr
 	}
 	return netip.AddrPortFrom(srcIP, sport), netip.AddrPortFrom(dstIP, dport), proto, nil
 }
 
 func addrOf(b []byte, v6 bool) (netip.Addr, error) {
-	if (v6 && len(b) != 16) || (!v6 && len(b) != 4) {
-		return netip.Addr{}, fmt.Errorf("address of %d bytes", len(b))
+	switch {
+	case v6 && len(b) == 16:
+		return netip.AddrFrom16([16]byte(b)), nil
+	case !v6 && len(b) == 4:
+		return netip.AddrFrom4([4]byte(b)), nil
 	}
-	a, _ := netip.AddrFromSlice(b)
-	return a, nil
+	return netip.Addr{}, errBadAttr
+}
+
+// attrs walks netlink attributes (header in host byte order, payload padded to 4
+// bytes) without allocating; it stops at the first one that runs past the end.
+type attrs struct {
+	b   []byte
+	typ uint16
+	val []byte
+	err error
+}
+
+func (a *attrs) next() bool {
+	if len(a.b) < 4 {
+		if len(a.b) != 0 {
+			a.err = errTruncated
+		}
+		return false
+	}
+	n := int(binary.NativeEndian.Uint16(a.b[0:2]))
+	if n < 4 || n > len(a.b) {
+		a.err = errTruncated
+		return false
+	}
+	a.typ = binary.NativeEndian.Uint16(a.b[2:4]) &^ (netlink.Nested | netlink.NetByteOrder)
+	a.val = a.b[4:n]
+	a.b = a.b[min((n+3)&^3, len(a.b)):]
+	return true
 }
 
 // deleteRequest deletes exactly the entry e: its original tuple, its zone, and its
-// id when known, so that a newer entry with the same tuple survives. It refuses an
+// id when known, so that a newer entry with the same tuple survives. It asks for no
+// ack: only a failure is answered. It refuses an
 // entry without a complete tuple: a ctnetlink delete without a tuple flushes the
 // whole table.
 func deleteRequest(e Entry) (netlink.Message, error) {
@@ -220,7 +262,7 @@ func deleteRequest(e Entry) (netlink.Message, error) {
 		return netlink.Message{}, fmt.Errorf("encode conntrack delete: %w", err)
 	}
 	return netlink.Message{
-		Header: netlink.Header{Type: ctMsgType(ctMsgDelete), Flags: netlink.Request | netlink.Acknowledge},
+		Header: netlink.Header{Type: ctMsgType(ctMsgDelete), Flags: netlink.Request},
 		Data:   append(nfgenmsg(family), attrs...),
 	}, nil
 }

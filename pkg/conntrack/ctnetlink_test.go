@@ -89,7 +89,7 @@ func TestDecodeEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Header.Type != ctMsgType(ctMsgDelete) || m.Header.Flags&netlink.Acknowledge == 0 {
+			if m.Header.Type != ctMsgType(ctMsgDelete) || m.Header.Flags != netlink.Request {
 				t.Fatalf("delete header %+v", m.Header)
 			}
 			if m.Data[0] != fam {
@@ -151,29 +151,35 @@ func FuzzDecodeEntry(f *testing.F) {
 func decodeDelete(t *testing.T, b []byte) Entry {
 	t.Helper()
 	e := Entry{Family: b[0]}
-	ad, err := netlink.NewAttributeDecoder(b[4:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
+	a := attrs{b: b[4:]}
+	for a.next() {
+		switch a.typ {
 		case ctaTupleOrig:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				var err error
-				e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(nad)
-				return err
-			})
+			var err error
+			if e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.val); err != nil {
+				t.Fatal(err)
+			}
 		case ctaID:
-			e.ID, e.HasID = ad.Uint32(), true
+			e.ID, e.HasID = binary.BigEndian.Uint32(a.val), true
 		case ctaZone:
-			e.Zone = ad.Uint16()
+			e.Zone = binary.BigEndian.Uint16(a.val)
 		default:
-			t.Fatalf("delete carries attribute %d", ad.Type())
+			t.Fatalf("delete carries attribute %d", a.typ)
 		}
 	}
-	if err := ad.Err(); err != nil {
-		t.Fatal(err)
+	if a.err != nil {
+		t.Fatal(a.err)
 	}
 	return e
+}
+
+func BenchmarkDecodeEntry(b *testing.B) {
+	m := dumpMessage(b, unix.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.96.0.10:53"),
+		netip.MustParseAddrPort("10.244.1.2:53"), netip.MustParseAddrPort("10.0.0.1:1"), 1, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeEntry(m); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -255,6 +255,39 @@ func TestKernelReconcileCreatedEntries(t *testing.T) {
 	}
 }
 
+// TestKernelDeleteCounts checks the count of deletes sent without acks: what the
+// kernel removed, not what was asked.
+func TestKernelDeleteCounts(t *testing.T) {
+	ns := netnstest.New(t, "del")
+	c, err := New(ns.Fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := netip.MustParseAddrPort
+	for i := 0; i < 300; i++ { // more than one batch
+		createEntry(t, c, unix.IPPROTO_UDP, netip.AddrPortFrom(netip.MustParseAddr("10.244.2.9"), uint16(20000+i)), ap("10.96.0.10:53"), ap("10.244.1.2:53"))
+	}
+	entries, _, err := c.list(unix.AF_INET, unix.IPPROTO_UDP)
+	if err != nil || len(entries) != 300 {
+		t.Fatalf("listed %d entries, %v", len(entries), err)
+	}
+	// An id that is not the entry's: the kernel refuses, the entry stays.
+	wrong := entries[0]
+	wrong.ID++
+	if n, err := c.delete([]Entry{wrong}); n != 0 || err != nil {
+		t.Fatalf("delete with a wrong id: %d, %v; want 0, nil", n, err)
+	}
+	if n, err := c.delete(entries); n != 300 || err != nil {
+		t.Fatalf("delete: %d, %v; want 300, nil", n, err)
+	}
+	if n, err := c.delete(entries[:200]); n != 0 || err != nil {
+		t.Fatalf("deleting again: %d, %v; want 0, nil", n, err)
+	}
+	if left, _, _ := c.list(unix.AF_INET, unix.IPPROTO_UDP); len(left) != 0 {
+		t.Fatalf("%d entries left", len(left))
+	}
+}
+
 func TestKernelSCTPSockets(t *testing.T) {
 	netnstest.RequireRoot(t)
 	ns := netnstest.New(t, "sctp")
