@@ -56,10 +56,7 @@ func BenchmarkReconcile(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("udp=%d/tcp=%d/stale=%v", tc.udp, tc.tcp, tc.stale), func(b *testing.B) {
 			ns := netnstest.New(b, "bench")
-			c, err := New(ns.Fd)
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := newCleaner(b, ns)
 			serving := benchTable(b, c, tc.udp, tc.tcp, tc.stale)
 			var cpu time.Duration
 			b.ResetTimer()
@@ -100,10 +97,7 @@ func cpuTime(b *testing.B) time.Duration {
 // library), for comparison with BenchmarkReconcile's steady state.
 func BenchmarkListBaseline(b *testing.B) {
 	ns := netnstest.New(b, "bench")
-	c, err := New(ns.Fd)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newCleaner(b, ns)
 	benchTable(b, c, 10000, 0, false)
 	var cpu time.Duration
 	b.ResetTimer()

@@ -45,6 +45,12 @@ func New(nsFd int) (*Cleaner, error) {
 	return &Cleaner{h: h, ct: ct}, nil
 }
 
+// Close releases the cleaner's netlink sockets.
+func (c *Cleaner) Close() error {
+	c.h.Close()
+	return c.ct.Close()
+}
+
 // ClearUDP deletes UDP entries for connections to service (ClusterIP:port) that were
 // translated to endpoint. It returns how many were deleted.
 func (c *Cleaner) ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error) {

@@ -35,11 +35,7 @@ func newKworld(t *testing.T) *kworld {
 	k := &kworld{w: w, client: w.AddPod("client", "10.244.2.9")}
 	netnstest.StartEcho(t, w.AddPod("pod1", pod1.Addr().String()), "pod1")
 	netnstest.StartEcho(t, w.AddPod("pod2", pod2.Addr().String()), "pod2")
-	c, err := New(w.Node.Fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.c = c
+	k.c = newCleaner(t, w.Node)
 	return k
 }
 
@@ -111,6 +107,18 @@ func (k *kworld) reconcile(t *testing.T, s Serving, want uint) {
 	if n != want {
 		t.Fatalf("Reconcile deleted %d entries, want %d", n, want)
 	}
+}
+
+// newCleaner returns a Cleaner of ns's table, closed when the test ends (an open
+// socket would keep the namespace alive).
+func newCleaner(t testing.TB, ns *netnstest.NS) *Cleaner {
+	t.Helper()
+	c, err := New(ns.Fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func udpSvc(ap netip.AddrPort) Service {
@@ -195,10 +203,7 @@ func TestKernelReconcileUDP(t *testing.T) {
 // ctnetlink.
 func TestKernelReconcileCreatedEntries(t *testing.T) {
 	ns := netnstest.New(t, "ct")
-	c, err := New(ns.Fd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCleaner(t, ns)
 	ap := netip.MustParseAddrPort
 	sctp := Service{Proto: unix.IPPROTO_SCTP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 9}
 	udp6 := Service{Proto: unix.IPPROTO_UDP, Addr: netip.MustParseAddr("fd00::10"), Port: 53}
@@ -259,10 +264,7 @@ func TestKernelReconcileCreatedEntries(t *testing.T) {
 // kernel removed, not what was asked.
 func TestKernelDeleteCounts(t *testing.T) {
 	ns := netnstest.New(t, "del")
-	c, err := New(ns.Fd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCleaner(t, ns)
 	ap := netip.MustParseAddrPort
 	for i := 0; i < 300; i++ { // more than one batch
 		createEntry(t, c, unix.IPPROTO_UDP, netip.AddrPortFrom(netip.MustParseAddr("10.244.2.9"), uint16(20000+i)), ap("10.96.0.10:53"), ap("10.244.1.2:53"))
