@@ -64,9 +64,10 @@ func TestToDeleteOnlyUDPAndSCTP(t *testing.T) {
 		{Proto: unix.IPPROTO_UDP, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.1.9:53")},
 		{Proto: unix.IPPROTO_UDP, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.1.2:53")},
 	}
-	got := ix.toDelete(entries)
-	if len(got) != 1 || got[0] != entries[1] {
-		t.Fatalf("toDelete = %+v, want only the stale UDP entry", got)
+	for i, want := range []bool{false, true, false} {
+		if got := ix.toDelete(entries[i]); got != want {
+			t.Errorf("toDelete(%+v) = %v, want %v", entries[i], got, want)
+		}
 	}
 }
 

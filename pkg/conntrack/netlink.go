@@ -18,38 +18,82 @@ const deleteBatch = 128
 
 // ioTimeout bounds every wait for the kernel: a reconcile must never stall the sync
 // loop.
-const ioTimeout = 10 * time.Second
+const ioTimeout = 30 * time.Second
 
-// list dumps the entries of one address family and protocol (on kernels older than
-// 5.8, of every protocol). Entries that do not decode are skipped (counted in
-// skipped): what cannot be understood is not deleted.
+// list returns the entries of one address family and protocol (see scan).
 func (c *Cleaner) list(family, proto uint8) (entries []Entry, skipped int, err error) {
+	skipped, err = c.scan(family, proto, func(e Entry) { entries = append(entries, e) })
+	return entries, skipped, err
+}
+
+// scan dumps the entries of one address family and protocol (on kernels older than
+// 5.8, of every protocol) and hands each to fn as it arrives, so that memory does
+// not grow with the table. Entries that do not decode are skipped (counted in
+// skipped): what cannot be understood is not deleted. A dump that the kernel marks
+// interrupted (the table changed under it) may miss or repeat entries; the next
+// reconcile sees them.
+func (c *Cleaner) scan(family, proto uint8, fn func(Entry)) (skipped int, err error) {
 	req, err := dumpRequest(family, proto)
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	// Whatever an earlier failure left unread would be taken for the dump's replies.
 	_, _ = c.drainErrors()
 	if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
-		return nil, 0, fmt.Errorf("conntrack dump: %w", err)
+		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	msgs, err := c.ct.Execute(req)
+	sent, err := c.ct.Send(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("conntrack dump: %w", err)
+		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	entries = make([]Entry, 0, len(msgs))
-	for _, m := range msgs {
-		if m.Header.Type != ctMsgType(0) { // IPCTNL_MSG_CT_NEW: one entry
-			continue
+	rc, err := c.ct.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("conntrack dump: %w", err)
+	}
+	buf := make([]byte, 64<<10) // a dump datagram is at most 32 KiB
+	done := false
+	var derr error
+	for !done && derr == nil {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			return rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK && rerr != unix.EINTR
+		}); err != nil {
+			return skipped, fmt.Errorf("conntrack dump: %w", err) // the deadline
 		}
-		e, err := decodeEntry(m.Data)
+		if rerr != nil {
+			return skipped, fmt.Errorf("conntrack dump: %w", rerr)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {
-			skipped++
-			continue
+			return skipped, fmt.Errorf("conntrack dump: %w", err)
 		}
-		entries = append(entries, e)
+		for _, m := range msgs {
+			if m.Header.Seq != sent.Header.Sequence {
+				continue // a late reply to something else
+			}
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				done = true
+			case unix.NLMSG_ERROR:
+				if len(m.Data) >= 4 {
+					if code := int32(binary.NativeEndian.Uint32(m.Data)); code < 0 {
+						derr = fmt.Errorf("conntrack dump: %w", unix.Errno(-code))
+					}
+				}
+				done = true
+			case uint16(ctMsgType(0)): // IPCTNL_MSG_CT_NEW: one entry
+				e, err := decodeEntry(m.Data)
+				if err != nil {
+					skipped++
+					continue
+				}
+				fn(e)
+			}
+		}
 	}
-	return entries, skipped, nil
+	return skipped, derr
 }
 
 // delete deletes entries, deleteBatch per sendmsg, and returns how many the kernel

@@ -35,11 +35,15 @@ func (c *Cleaner) Reconcile(serving Serving) (uint, error) {
 }
 
 func (c *Cleaner) reconcileDump(ix index, d dump) (uint, error) {
-	entries, _, err := c.list(d.family, d.proto)
-	if err != nil {
+	var stale []Entry
+	if _, err := c.scan(d.family, d.proto, func(e Entry) {
+		if ix.toDelete(e) {
+			stale = append(stale, e)
+		}
+	}); err != nil {
 		return 0, fmt.Errorf("reconcile conntrack (family %d, protocol %d): %w", d.family, d.proto, err)
 	}
-	n, err := c.delete(ix.toDelete(entries))
+	n, err := c.delete(stale)
 	if err != nil {
 		return n, fmt.Errorf("reconcile conntrack (family %d, protocol %d): %w", d.family, d.proto, err)
 	}
@@ -81,13 +85,7 @@ func (ix index) dumps() []dump {
 	return out
 }
 
-// toDelete picks the stale UDP and SCTP entries.
-func (ix index) toDelete(entries []Entry) []Entry {
-	var out []Entry
-	for _, e := range entries {
-		if reconciled(e.Proto) && ix.stale(e) {
-			out = append(out, e)
-		}
-	}
-	return out
+// toDelete reports whether e is a stale UDP or SCTP entry.
+func (ix index) toDelete(e Entry) bool {
+	return reconciled(e.Proto) && ix.stale(e)
 }
