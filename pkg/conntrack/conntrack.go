@@ -20,8 +20,9 @@ import (
 type Cleaner struct {
 	h *netlink.Handle
 
-	mu sync.Mutex // one Reconcile at a time on ct: its replies are read in order
-	ct *mdnetlink.Conn
+	mu  sync.Mutex // one Reconcile at a time on ct: its replies are read in order
+	ct  *mdnetlink.Conn
+	buf []byte // replies are read into it (see readBuffer)
 }
 
 // New returns a cleaner for the current network namespace, or for nsFd when it is

@@ -216,53 +216,83 @@ func (a *attrs) next() bool {
 	return true
 }
 
-// deleteRequest deletes exactly the entry e: its original tuple, its zone, and its
-// id when known, so that a newer entry with the same tuple survives. It asks for no
-// ack: only a failure is answered. It refuses an
-// entry without a complete tuple: a ctnetlink delete without a tuple flushes the
-// whole table.
-func deleteRequest(e Entry) (netlink.Message, error) {
+// appendDelete appends to b one netlink message that deletes exactly the entry e:
+// its original tuple, its zone, and its id when known, so that a newer entry with
+// the same tuple survives. It asks for no ack: only a failure is answered. It
+// refuses an entry without a complete tuple: a ctnetlink delete without a tuple
+// flushes the whole table. Encoding by hand allocates nothing per entry.
+func appendDelete(b []byte, e Entry) ([]byte, error) {
 	src, dst := e.OrigSrc.Addr(), e.OrigDst.Addr()
 	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() {
-		return netlink.Message{}, fmt.Errorf("delete conntrack entry %v -> %v: incomplete tuple", e.OrigSrc, e.OrigDst)
+		return b, fmt.Errorf("delete conntrack entry %v -> %v: incomplete tuple", e.OrigSrc, e.OrigDst)
 	}
 	switch e.Proto {
 	case unix.IPPROTO_UDP, unix.IPPROTO_SCTP, unix.IPPROTO_TCP:
 	default:
-		return netlink.Message{}, fmt.Errorf("delete conntrack entry %v -> %v: protocol %d has no ports", e.OrigSrc, e.OrigDst, e.Proto)
+		return b, fmt.Errorf("delete conntrack entry %v -> %v: protocol %d has no ports", e.OrigSrc, e.OrigDst, e.Proto)
 	}
-	family, srcT, dstT := uint8(unix.AF_INET), uint16(ctaIPv4Src), uint16(ctaIPv4Dst)
+	ne := binary.NativeEndian
+	msg := len(b)
+	b = ne.AppendUint32(b, 0) // nlmsg_len, set at the end
+	b = ne.AppendUint16(b, uint16(ctMsgType(ctMsgDelete)))
+	b = ne.AppendUint16(b, uint16(netlink.Request))
+	b = ne.AppendUint32(b, 0) // seq
+	b = ne.AppendUint32(b, 0) // pid: the kernel
+	family := uint8(unix.AF_INET)
 	if src.Is6() {
-		family, srcT, dstT = unix.AF_INET6, ctaIPv6Src, ctaIPv6Dst
+		family = unix.AF_INET6
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
-	ae.Nested(ctaTupleOrig, func(t *netlink.AttributeEncoder) error {
-		t.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
-			ip.Bytes(srcT, src.AsSlice())
-			ip.Bytes(dstT, dst.AsSlice())
-			return nil
-		})
-		t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
-			p.Uint8(ctaProtoNum, e.Proto)
-			p.Uint16(ctaProtoSrcPort, e.OrigSrc.Port())
-			p.Uint16(ctaProtoDstPort, e.OrigDst.Port())
-			return nil
-		})
-		return nil
-	})
+	b = append(b, nfgenmsg(family)...)
+
+	orig := len(b)
+	b = attrStart(b, ctaTupleOrig|netlink.Nested)
+	ip := len(b)
+	b = attrStart(b, ctaTupleIP|netlink.Nested)
+	if family == unix.AF_INET {
+		s4, d4 := src.As4(), dst.As4()
+		b = appendAttr(b, ctaIPv4Src, s4[:])
+		b = appendAttr(b, ctaIPv4Dst, d4[:])
+	} else {
+		s16, d16 := src.As16(), dst.As16()
+		b = appendAttr(b, ctaIPv6Src, s16[:])
+		b = appendAttr(b, ctaIPv6Dst, d16[:])
+	}
+	attrEnd(b, ip)
+	proto := len(b)
+	b = attrStart(b, ctaTupleProto|netlink.Nested)
+	b = appendAttr(b, ctaProtoNum, []byte{e.Proto})
+	b = appendAttr(b, ctaProtoSrcPort, binary.BigEndian.AppendUint16(nil, e.OrigSrc.Port()))
+	b = appendAttr(b, ctaProtoDstPort, binary.BigEndian.AppendUint16(nil, e.OrigDst.Port()))
+	attrEnd(b, proto)
+	attrEnd(b, orig)
+
 	if e.Zone != 0 {
-		ae.Uint16(ctaZone, e.Zone)
+		b = appendAttr(b, ctaZone, binary.BigEndian.AppendUint16(nil, e.Zone))
 	}
 	if e.HasID {
-		ae.Uint32(ctaID, e.ID)
+		b = appendAttr(b, ctaID, binary.BigEndian.AppendUint32(nil, e.ID))
 	}
-	attrs, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, fmt.Errorf("encode conntrack delete: %w", err)
+	ne.PutUint32(b[msg:], uint32(len(b)-msg))
+	return b, nil
+}
+
+// attrStart opens a nested attribute; attrEnd writes its length once its children
+// (each padded to 4 bytes) are in.
+func attrStart(b []byte, typ uint16) []byte {
+	return binary.NativeEndian.AppendUint16(binary.NativeEndian.AppendUint16(b, 0), typ)
+}
+
+func attrEnd(b []byte, start int) {
+	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
+}
+
+// appendAttr appends one attribute, padded to 4 bytes.
+func appendAttr(b []byte, typ uint16, v []byte) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(v)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, v...)
+	for pad := (4 - len(v)%4) % 4; pad > 0; pad-- {
+		b = append(b, 0)
 	}
-	return netlink.Message{
-		Header: netlink.Header{Type: ctMsgType(ctMsgDelete), Flags: netlink.Request},
-		Data:   append(nfgenmsg(family), attrs...),
-	}, nil
+	return b
 }

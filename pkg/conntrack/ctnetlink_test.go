@@ -3,6 +3,7 @@ package conntrack
 import (
 	"encoding/binary"
 	"net/netip"
+	"syscall"
 	"testing"
 
 	"github.com/mdlayher/netlink"
@@ -85,32 +86,40 @@ func TestDecodeEntry(t *testing.T) {
 				t.Fatalf("decoded\n%+v\nwant\n%+v", e, want)
 			}
 			// The delete names the same original tuple, zone and id.
-			m, err := deleteRequest(e)
+			m, err := appendDelete([]byte{0xaa}, e) // appends: what is there stays
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Header.Type != ctMsgType(ctMsgDelete) || m.Header.Flags != netlink.Request {
-				t.Fatalf("delete header %+v", m.Header)
+			if m[0] != 0xaa {
+				t.Fatal("appendDelete overwrote what was in the buffer")
 			}
-			if m.Data[0] != fam {
-				t.Fatalf("delete family %d, want %d", m.Data[0], fam)
+			msgs, err := syscall.ParseNetlinkMessage(m[1:])
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("the delete does not parse as one netlink message: %v, %d", err, len(msgs))
 			}
-			if got := decodeDelete(t, m.Data); got != (Entry{Family: fam, Proto: tt.proto, OrigSrc: tt.os, OrigDst: tt.od, Zone: tt.zone, ID: 0xdeadbeef, HasID: true}) {
+			h := msgs[0].Header
+			if h.Type != uint16(ctMsgType(ctMsgDelete)) || h.Flags != uint16(netlink.Request) || int(h.Len) != len(m)-1 {
+				t.Fatalf("delete header %+v (%d bytes)", h, len(m)-1)
+			}
+			if msgs[0].Data[0] != fam {
+				t.Fatalf("delete family %d, want %d", msgs[0].Data[0], fam)
+			}
+			if got := decodeDelete(t, msgs[0].Data); got != (Entry{Family: fam, Proto: tt.proto, OrigSrc: tt.os, OrigDst: tt.od, Zone: tt.zone, ID: 0xdeadbeef, HasID: true}) {
 				t.Fatalf("delete names %+v", got)
 			}
 		})
 	}
 }
 
-func TestDeleteRequestRefusesIncompleteTuples(t *testing.T) {
+func TestAppendDeleteRefusesIncompleteTuples(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	for name, e := range map[string]Entry{
 		"no source":    {Proto: unix.IPPROTO_UDP, OrigDst: ap("10.96.0.10:53")},
 		"mixed family": {Proto: unix.IPPROTO_UDP, OrigSrc: ap("[fd00::1]:1"), OrigDst: ap("10.96.0.10:53")},
 		"no ports":     {Proto: unix.IPPROTO_ICMP, OrigSrc: ap("10.0.0.1:0"), OrigDst: ap("10.96.0.10:0")},
 	} {
-		if _, err := deleteRequest(e); err == nil {
-			t.Errorf("%s: deleteRequest accepted %+v (a delete without a tuple flushes the table)", name, e)
+		if _, err := appendDelete(nil, e); err == nil {
+			t.Errorf("%s: appendDelete accepted %+v (a delete without a tuple flushes the table)", name, e)
 		}
 	}
 }
@@ -141,7 +150,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			return
 		}
 		// Whatever decodes can be turned into a delete without flushing the table.
-		if m, err := deleteRequest(e); err == nil && len(m.Data) <= 4 {
+		if m, err := appendDelete(nil, e); err == nil && len(m) <= 20 {
 			t.Fatalf("delete without a tuple from %x", b)
 		}
 	})
@@ -171,6 +180,18 @@ func decodeDelete(t *testing.T, b []byte) Entry {
 		t.Fatal(a.err)
 	}
 	return e
+}
+
+func BenchmarkAppendDelete(b *testing.B) {
+	e := Entry{Family: unix.AF_INET, Proto: unix.IPPROTO_UDP, OrigSrc: netip.MustParseAddrPort("10.0.0.1:1"),
+		OrigDst: netip.MustParseAddrPort("10.96.0.10:53"), ID: 1, HasID: true}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := appendDelete(buf[:0], e); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkDecodeEntry(b *testing.B) {

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +49,7 @@ func (c *Cleaner) scan(family, proto uint8, fn func(Entry)) (skipped int, err er
 	if err != nil {
 		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	buf := make([]byte, 64<<10) // a dump datagram is at most 32 KiB
+	buf := c.readBuffer()
 	done := false
 	var derr error
 	for !done && derr == nil {
@@ -105,27 +104,26 @@ func (c *Cleaner) scan(family, proto uint8, fn func(Entry)) (skipped int, err er
 func (c *Cleaner) delete(entries []Entry) (uint, error) {
 	var deleted uint
 	var errs []error
-	msgs := make([]netlink.Message, 0, deleteBatch)
+	buf := make([]byte, 0, deleteBatch*128)
 	for len(entries) > 0 {
 		n := min(len(entries), deleteBatch)
 		batch := entries[:n]
 		entries = entries[n:]
-		msgs = msgs[:0]
+		buf = buf[:0]
+		sent := 0
 		for _, e := range batch {
-			m, err := deleteRequest(e)
+			b, err := appendDelete(buf, e)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			msgs = append(msgs, m)
+			buf = b
+			sent++
 		}
-		if len(msgs) == 0 {
+		if sent == 0 {
 			continue
 		}
-		if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
-			return deleted, fmt.Errorf("conntrack delete: %w", err)
-		}
-		if _, err := c.ct.SendMessages(msgs); err != nil {
+		if err := c.send(buf); err != nil {
 			return deleted, errors.Join(append(errs, fmt.Errorf("conntrack delete: %w", err))...)
 		}
 		failed, err := c.drainErrors()
@@ -139,9 +137,37 @@ func (c *Cleaner) delete(entries []Entry) (uint, error) {
 				errs = append(errs, fmt.Errorf("conntrack delete: %d entries: %w", count, errno))
 			}
 		}
-		deleted += uint(max(len(msgs)-lost, 0))
+		deleted += uint(max(sent-lost, 0))
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// send writes netlink messages to the kernel in one sendmsg.
+func (c *Cleaner) send(b []byte) error {
+	if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
+		return err
+	}
+	rc, err := c.ct.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return serr != unix.EAGAIN && serr != unix.EWOULDBLOCK && serr != unix.EINTR
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// readBuffer is the cleaner's one buffer for replies: a dump datagram is at most
+// 32 KiB.
+func (c *Cleaner) readBuffer() []byte {
+	if c.buf == nil {
+		c.buf = make([]byte, 64<<10)
+	}
+	return c.buf
 }
 
 // drainErrors reads, without waiting, every reply queued on the socket and counts
@@ -153,7 +179,7 @@ func (c *Cleaner) drainErrors() (map[unix.Errno]int, error) {
 	}
 	failed := map[unix.Errno]int{}
 	var rerr error
-	buf := make([]byte, 64<<10)
+	buf := c.readBuffer()
 	err = rc.Read(func(fd uintptr) bool {
 		for {
 			n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
