@@ -1,13 +1,16 @@
 // Package conntrack removes connection-tracking entries that would keep sending UDP
-// traffic to endpoints that are gone. (TCP needs no help: a dead endpoint resets or
-// times out, and the client opens a new connection that the new rules place.)
+// (and SCTP) traffic to endpoints that are gone, or that were never translated at
+// all. (TCP needs no help: a dead endpoint resets or times out, and the client opens
+// a new connection that the new rules place.)
 package conntrack
 
 import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -16,6 +19,10 @@ import (
 // Cleaner deletes entries in the conntrack table of one network namespace.
 type Cleaner struct {
 	h *netlink.Handle
+
+	mu  sync.Mutex // one Reconcile at a time on ct: its replies are read in order
+	ct  *mdnetlink.Conn
+	buf []byte // replies are read into it (see readBuffer)
 }
 
 // New returns a cleaner for the current network namespace, or for nsFd when it is
@@ -31,7 +38,18 @@ func New(nsFd int) (*Cleaner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conntrack netlink handle: %w", err)
 	}
-	return &Cleaner{h: h}, nil
+	ct, err := mdnetlink.Dial(unix.NETLINK_NETFILTER, &mdnetlink.Config{NetNS: nsFd})
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("conntrack netlink socket: %w", err)
+	}
+	return &Cleaner{h: h, ct: ct}, nil
+}
+
+// Close releases the cleaner's netlink sockets.
+func (c *Cleaner) Close() error {
+	c.h.Close()
+	return c.ct.Close()
 }
 
 // ClearUDP deletes UDP entries for connections to service (ClusterIP:port) that were
