@@ -211,7 +211,7 @@ func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
 func ruleUserData(r Rule) []byte {
 	var ud []byte
 	if r.Comment != "" {
-		ud = userdata.AppendString(ud, userdata.TypeComment, r.Comment)
+		ud = userdata.AppendString(ud, userdata.TypeComment, limitComment(r.Comment))
 	}
 	h := r.Hash()
 	return userdata.Append(ud, ruleHashType, []byte{byte(h >> 56), byte(h >> 48), byte(h >> 40), byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)})
@@ -258,7 +258,7 @@ func sendElements(c *nftables.Conn, t *nftables.Table, elems []Element, add bool
 }
 
 func netlinkElement(e Element) nftables.SetElement {
-	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: e.Comment}
+	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: limitComment(e.Comment)}
 	switch {
 	case e.Verdict != nil:
 		el.VerdictData = e.Verdict.expr()

@@ -75,7 +75,7 @@ func (e Element) String() string {
 		s += " timeout " + formatDuration(e.Timeout)
 	}
 	if e.Comment != "" {
-		s += ` comment "` + e.Comment + `"`
+		s += ` comment "` + limitComment(e.Comment) + `"`
 	}
 	switch {
 	case e.Verdict != nil:
