@@ -132,6 +132,9 @@ func (n *Netlink) Apply(tx *Tx) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("encode batch: %w", err)
 	}
+	if err := withSetUserData(*captured, tx.AddSets); err != nil {
+		return err
+	}
 	return n.sendBatch(tx, *captured)
 }
 
@@ -350,6 +353,7 @@ var setDatatypes = map[DataType]nftables.SetDatatype{
 	TypeInetProto:   nftables.TypeInetProto,
 	TypeInetService: nftables.TypeInetService,
 	TypeMark:        nftables.TypeMark,
+	TypeInteger:     nftables.TypeInteger,
 }
 
 func datatypeOf(ts []DataType) (nftables.SetDatatype, error) {

@@ -77,7 +77,7 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
 			for slot, e := range usable {
 				f.Elements = append(f.Elements, nft.Element{Set: endpointsMap(sp.ClusterIP),
-					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Mark(uint32(slot))},
+					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Int(uint32(slot))},
 					Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
 			}
 		}
