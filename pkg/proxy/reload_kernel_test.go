@@ -15,6 +15,13 @@ import (
 // with `nft -f` (nft 1.0.6 here): traffic flows through the reloaded table, and a
 // svcproxy started on it adopts it without ever removing a Service's dispatch
 // element.
+//
+// ClientIP-affinity Services are left out: nft 1.0.6 cannot parse their chains back.
+// It evaluates a lookup's key before the set, so the endpoint constants in
+// "ip saddr . ip daddr . th dport . 10.244.1.2 . 80 @affinity" stay untyped ("Can't
+// parse symbolic invalid expressions"). It also refuses "dnat to 10.244.1.2:80"
+// without a transport protocol match before it. Both need the sticky rules to
+// change shape.
 func TestKernelListingLoadsBackWithNft(t *testing.T) {
 	e := newKenv(t)
 	services := func(tr *endpoints.Tracker) {
