@@ -16,6 +16,9 @@ const (
 	TypeInetProto
 	TypeInetService
 	TypeMark
+	// TypeInteger is a 32-bit integer in host byte order, the type of a number
+	// "numgen" makes.
+	TypeInteger
 )
 
 func (t DataType) String() string {
@@ -30,6 +33,8 @@ func (t DataType) String() string {
 		return "inet_service"
 	case TypeMark:
 		return "mark"
+	case TypeInteger:
+		return "integer"
 	}
 	return fmt.Sprintf("type(%d)", int(t))
 }
@@ -37,7 +42,7 @@ func (t DataType) String() string {
 // Len is the number of bytes a value of this type occupies (before register padding).
 func (t DataType) Len() int {
 	switch t {
-	case TypeIPv4Addr, TypeMark:
+	case TypeIPv4Addr, TypeMark, TypeInteger:
 		return 4
 	case TypeIPv6Addr:
 		return 16
@@ -87,6 +92,9 @@ func Port(p uint16) Datum { return newDatum(TypeInetService, binary.BigEndian.Ap
 // Mark makes a mark datum.
 func Mark(m uint32) Datum { return newDatum(TypeMark, binary.NativeEndian.AppendUint32(nil, m)) }
 
+// Int makes an integer datum (host byte order, as numgen produces it).
+func Int(v uint32) Datum { return newDatum(TypeInteger, binary.NativeEndian.AppendUint32(nil, v)) }
+
 // Protocol numbers used by svcproxy.
 const (
 	ProtoICMP uint8 = 1
@@ -115,6 +123,8 @@ func (d Datum) String() string {
 		return strconv.Itoa(int(binary.BigEndian.Uint16(d.b[:2])))
 	case TypeMark:
 		return fmt.Sprintf("0x%08x", binary.NativeEndian.Uint32(d.b[:4]))
+	case TypeInteger:
+		return strconv.FormatUint(uint64(binary.NativeEndian.Uint32(d.b[:4])), 10)
 	}
 	return fmt.Sprintf("%x", d.b[:d.n])
 }

@@ -16,7 +16,9 @@ func sampleRuleset() *Ruleset {
 		&Set{Name: "ips", Key: []DataType{TypeIPv4Addr}},
 		&Set{Name: "dispatch", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Verdict: true},
 		&Set{Name: "pairs", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr}},
-		&Set{Name: "backends", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService, TypeMark}, Data: []DataType{TypeIPv4Addr, TypeInetService}},
+		&Set{Name: "backends", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService, TypeInteger}, Data: []DataType{TypeIPv4Addr, TypeInetService},
+			KeyExpr:  []Operand{F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport), Random(65536)},
+			DataExpr: []Operand{F(FieldIPDaddr), F(FieldThDport)}},
 		&Set{Name: "sticky", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr, TypeInetService, TypeIPv4Addr, TypeInetService}, Dynamic: true, Timeout: true, Size: 65536},
 	)
 	ep := netip.MustParseAddr("10.244.1.2")
@@ -41,8 +43,8 @@ func sampleRuleset() *Ruleset {
 		{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{TCPReset: true}}}}},
 		{Name: "lb-2", Rules: []Rule{{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport), Random(2)}, Map: "backends"}}}}},
 	}, Elements: []Element{
-		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Mark(0)}, Data: []Datum{IP(ep), Port(8080)}},
-		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Mark(1)}, Data: []Datum{IP(netip.MustParseAddr("10.244.2.3")), Port(8080)}},
+		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Int(0)}, Data: []Datum{IP(ep), Port(8080)}},
+		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Int(1)}, Data: []Datum{IP(netip.MustParseAddr("10.244.2.3")), Port(8080)}},
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "lb-2"}, Comment: "ns/web:http"},
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.13")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Drop}},
 		{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10"))}},

@@ -132,7 +132,10 @@ func (n *Netlink) Apply(tx *Tx) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("encode batch: %w", err)
 	}
-	return n.sendBatch(*captured)
+	if err := withSetUserData(*captured, tx.AddSets); err != nil {
+		return err
+	}
+	return n.sendBatch(tx, *captured)
 }
 
 // captureConn returns a google/nftables connection that encodes but does not send:
@@ -157,7 +160,7 @@ func captureConn() (*nftables.Conn, *[]netlink.Message) {
 // processes it, commit included, before sendmsg returns, and reports every failed
 // message, a failed commit (on the batch header), and the acknowledgement requested
 // for the last message; so reading up to that acknowledgement tells the outcome.
-func (n *Netlink) sendBatch(msgs []netlink.Message) error {
+func (n *Netlink) sendBatch(tx *Tx, msgs []netlink.Message) error {
 	if len(msgs) < 3 {
 		return nil
 	}
@@ -182,22 +185,98 @@ func (n *Netlink) sendBatch(msgs []netlink.Message) error {
 	if err != nil {
 		return fmt.Errorf("send batch of %d messages: %w", len(msgs), err)
 	}
-	want := sent[last].Header.Sequence
+	return receiveOutcome(conn, tx, sent, last)
+}
+
+// receiveOutcome reads the kernel's replies to a batch up to the acknowledgement of
+// message last and returns every refusal among them, each naming the kernel's
+// reason and the object and owners of the refused message. The library's own
+// receive cannot decode the capped extended acks we ask for, so the replies are
+// read and decoded here.
+func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int) error {
+	want, begin := sent[last].Header.Sequence, sent[0].Header.Sequence
+	index := map[uint32]int{}
+	for i, m := range sent {
+		index[m.Header.Sequence] = i
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	buf := make([]byte, 1<<20)
+	var refused []error
+	// The kernel answers the whole batch before sendmsg returns; after an error on
+	// the batch header (which may end the batch early) read only what is queued.
+	drain := false
 	for {
-		replies, err := conn.Receive()
+		n, err := recvReply(raw, buf, !drain)
+		if errors.Is(err, unix.EAGAIN) {
+			break
+		}
 		if err != nil {
 			if errors.Is(err, syscall.ENOBUFS) {
 				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
-			return fmt.Errorf("kernel refused the batch: %w", err)
-		}
-		for _, r := range replies {
-			if r.Header.Sequence == want {
-				return nil
+			if len(refused) > 0 {
+				break
 			}
+			return fmt.Errorf("read the kernel's answer to the batch: %w", err)
+		}
+		msgs, perr := splitReplies(buf[:n])
+		if perr != nil {
+			refused = append(refused, perr)
+		}
+		done := false
+		for _, m := range msgs {
+			if m.Type != nlmsgError {
+				continue
+			}
+			a, err := parseAck(m)
+			if err != nil {
+				refused = append(refused, fmt.Errorf("undecodable answer to the batch: %w", err))
+				continue
+			}
+			if a.Errno != 0 {
+				i, ok := index[a.Seq]
+				if !ok {
+					refused = append(refused, fmt.Errorf("unknown message %d: %w", a.Seq, a.Errno))
+					continue
+				}
+				refused = append(refused, refusal(tx, sent, i, a))
+				drain = drain || a.Seq == begin
+			}
+			done = done || a.Seq == want
+		}
+		if done {
+			break
 		}
 	}
+	if len(refused) > 0 {
+		return fmt.Errorf("kernel refused the batch: %w", errors.Join(refused...))
+	}
+	return nil
+}
+
+// recvReply reads one datagram; without block it returns EAGAIN when none is queued.
+func recvReply(raw syscall.RawConn, buf []byte, block bool) (int, error) {
+	var n int
+	var rerr error
+	err := raw.Read(func(fd uintptr) bool {
+		var flags int
+		n, _, flags, _, rerr = unix.Recvmsg(int(fd), buf, nil, unix.MSG_DONTWAIT)
+		if errors.Is(rerr, unix.EAGAIN) && block {
+			return false // wait until readable
+		}
+		if rerr == nil && flags&unix.MSG_TRUNC != 0 {
+			rerr = fmt.Errorf("netlink reply longer than %d bytes", len(buf))
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, rerr
 }
 
 func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
@@ -211,7 +290,7 @@ func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
 func ruleUserData(r Rule) []byte {
 	var ud []byte
 	if r.Comment != "" {
-		ud = userdata.AppendString(ud, userdata.TypeComment, r.Comment)
+		ud = userdata.AppendString(ud, userdata.TypeComment, limitComment(r.Comment))
 	}
 	h := r.Hash()
 	return userdata.Append(ud, ruleHashType, []byte{byte(h >> 56), byte(h >> 48), byte(h >> 40), byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)})
@@ -258,7 +337,7 @@ func sendElements(c *nftables.Conn, t *nftables.Table, elems []Element, add bool
 }
 
 func netlinkElement(e Element) nftables.SetElement {
-	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: e.Comment}
+	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: limitComment(e.Comment)}
 	switch {
 	case e.Verdict != nil:
 		el.VerdictData = e.Verdict.expr()
@@ -274,6 +353,7 @@ var setDatatypes = map[DataType]nftables.SetDatatype{
 	TypeInetProto:   nftables.TypeInetProto,
 	TypeInetService: nftables.TypeInetService,
 	TypeMark:        nftables.TypeMark,
+	TypeInteger:     nftables.TypeInteger,
 }
 
 func datatypeOf(ts []DataType) (nftables.SetDatatype, error) {

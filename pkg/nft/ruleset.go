@@ -242,7 +242,7 @@ func (r Rule) String() string {
 		parts = append(parts, s.String())
 	}
 	if r.Comment != "" {
-		parts = append(parts, `comment "`+r.Comment+`"`)
+		parts = append(parts, `comment "`+limitComment(r.Comment)+`"`)
 	}
 	return strings.Join(parts, " ")
 }

@@ -35,10 +35,16 @@ func setText(s *Set, elems []Element) string {
 		kind = "map"
 	}
 	fmt.Fprintf(&b, "\t%s %s {\n", kind, s.Name)
-	fmt.Fprintf(&b, "\t\ttype %s", typesText(s.Key))
+	if len(s.KeyExpr) > 0 {
+		fmt.Fprintf(&b, "\t\ttypeof %s", joinOperands(s.KeyExpr))
+	} else {
+		fmt.Fprintf(&b, "\t\ttype %s", typesText(s.Key))
+	}
 	switch {
 	case s.Verdict:
 		b.WriteString(" : verdict")
+	case len(s.DataExpr) > 0:
+		b.WriteString(" : " + joinOperands(s.DataExpr))
 	case len(s.Data) > 0:
 		b.WriteString(" : " + typesText(s.Data))
 	}
@@ -75,7 +81,7 @@ func (e Element) String() string {
 		s += " timeout " + formatDuration(e.Timeout)
 	}
 	if e.Comment != "" {
-		s += ` comment "` + e.Comment + `"`
+		s += ` comment "` + limitComment(e.Comment) + `"`
 	}
 	switch {
 	case e.Verdict != nil:

@@ -300,7 +300,7 @@ func (t *tracer) dnatMap(st DNATMap, s state) ([]branch, error) {
 		var vals []Datum
 		if o.Random != 0 {
 			for i := uint32(0); i < o.Random; i++ {
-				vals = append(vals, Mark(i))
+				vals = append(vals, Int(i))
 			}
 		} else {
 			d, err := t.value(o, s)

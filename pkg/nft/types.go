@@ -41,6 +41,13 @@ type Set struct {
 	Timeout bool
 	// Size bounds a dynamic set; 0 leaves the kernel default.
 	Size uint32
+	// KeyExpr and DataExpr, when set, name the expressions the key and the data
+	// are taken from (fields and numgen, no constants): the set is declared
+	// "typeof ip daddr . numgen random mod 65536 : ..." as nft declares it, so that
+	// nft can type what it prints and `nft list` output loads back with `nft -f`.
+	// Their types must be Key and Data. They are metadata: the kernel does not
+	// compare them, and neither does Compatible.
+	KeyExpr, DataExpr []Operand
 }
 
 // IsMap reports whether elements carry a value.

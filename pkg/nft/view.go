@@ -95,7 +95,7 @@ func valueHash(e Element) uint64 {
 		h.Write([]byte(e.Verdict.Chain))
 	}
 	h.Write([]byte{0})
-	h.Write([]byte(e.Comment))
+	h.Write([]byte(limitComment(e.Comment)))
 	return h.Sum64()
 }
 

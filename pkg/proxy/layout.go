@@ -80,11 +80,19 @@ func Sets() []*nft.Set {
 	for k := 0; k < shards; k++ {
 		sets = append(sets,
 			&nft.Set{Name: fmt.Sprintf("%s-%02d", setHairpin, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
-			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapEndpoints, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeMark},
-				Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService}})
+			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapEndpoints, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeInteger},
+				Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
+				// Declared as nft declares it, so that `nft list` output loads back:
+				// nft cannot type "numgen random mod n" against a mark.
+				KeyExpr:  []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(slotTypeofMod)},
+				DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}})
 	}
 	return sets
 }
+
+// slotTypeofMod is the modulus the endpoints maps' typeof declaration names; only
+// the type (a 32-bit integer) matters, each lb-N chain uses its own modulus.
+const slotTypeofMod = 1 << 16
 
 // affinityKeyTypes: client, ClusterIP, service port, endpoint, endpoint port. The
 // protocol is left out because concatenations hold at most five types; a TCP and a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"strings"
 	"sync"
@@ -14,10 +15,24 @@ import (
 func ServiceOwner(k endpoints.ServiceKey) string { return "svc:" + k.String() }
 
 // ChainName is the chain of a ClientIP-affinity Service port. It is keyed by port
-// name, not number, so that a port renumbering only moves a map element.
+// name, not number, so that a port renumbering only moves a map element. Names that
+// would pass maxChainName (the kernel refuses chain names over 255 bytes) keep a
+// prefix and end in "~" and a hash of the whole name: Kubernetes names contain no
+// '~' or '/', so the result stays unique.
 func ChainName(n endpoints.ServicePortName) string {
-	return "svc-" + n.Namespace + "/" + n.Name + "/" + strings.ToLower(n.Protocol) + "/" + n.Port
+	name := "svc-" + n.Namespace + "/" + n.Name + "/" + strings.ToLower(n.Protocol) + "/" + n.Port
+	if len(name) <= maxChainName {
+		return name
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	suffix := fmt.Sprintf("~%016x", h.Sum64())
+	return name[:maxChainName-len(suffix)] + suffix
 }
+
+// maxChainName leaves room below the kernel's limit (NFT_CHAIN_MAXNAMELEN, 256 with
+// the NUL) for tools that add to a name.
+const maxChainName = 200
 
 var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "SCTP": nft.ProtoSCTP}
 
@@ -62,7 +77,7 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
 			for slot, e := range usable {
 				f.Elements = append(f.Elements, nft.Element{Set: endpointsMap(sp.ClusterIP),
-					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Mark(uint32(slot))},
+					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Int(uint32(slot))},
 					Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,35 @@ func TestRenderSkipsWhatTheKernelWouldRefuse(t *testing.T) {
 	f := RenderService(bad, nil, "node-a")
 	if len(f.Chains) != 0 || len(f.Elements) != 0 {
 		t.Fatalf("invalid ports rendered: %+v", f)
+	}
+}
+
+func TestChainNameIsBoundedAndUnique(t *testing.T) {
+	ns63, name253 := strings.Repeat("n", 63), strings.Repeat("s", 253)
+	names := []endpoints.ServicePortName{
+		{Namespace: "default", Name: "web", Port: "http", Protocol: "TCP"},
+		{Namespace: "default", Name: "web", Port: "", Protocol: "TCP"},
+		{Namespace: ns63, Name: name253, Port: "http", Protocol: "TCP"},
+		{Namespace: ns63, Name: name253, Port: "http", Protocol: "UDP"},
+		{Namespace: ns63, Name: name253, Port: "https", Protocol: "TCP"},
+		{Namespace: ns63, Name: name253[1:], Port: "http", Protocol: "TCP"},
+		{Namespace: ns63, Name: strings.Repeat("s", 200), Port: "http", Protocol: "TCP"},
+	}
+	seen := map[string]endpoints.ServicePortName{}
+	for _, n := range names {
+		c := ChainName(n)
+		if len(c) > 255 {
+			t.Errorf("%v: chain name of %d bytes, the kernel takes at most 255", n, len(c))
+		}
+		if prev, dup := seen[c]; dup {
+			t.Errorf("%v and %v share chain %s", prev, n, c)
+		}
+		seen[c] = n
+		if ChainName(n) != c {
+			t.Errorf("%v: not deterministic", n)
+		}
+	}
+	if got := ChainName(names[0]); got != "svc-default/web/tcp/http" {
+		t.Errorf("short names must not change: %s", got)
 	}
 }

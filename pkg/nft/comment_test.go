@@ -1,0 +1,45 @@
+package nft
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestLimitComment(t *testing.T) {
+	long := strings.Repeat("n", 63) + "/" + strings.Repeat("s", 253) + ":http"
+	tests := []struct {
+		name string
+		in   string
+	}{
+		{"short stays", "default/my-nginx:http"},
+		{"exactly the limit stays", strings.Repeat("a", MaxCommentLen)},
+		{"one over", strings.Repeat("a", MaxCommentLen+1)},
+		{"maximal Kubernetes names", long},
+		{"multi-byte characters at the cut", strings.Repeat("é", 100)},
+		{"invalid UTF-8", strings.Repeat("\xff", 200)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := limitComment(tc.in)
+			if len(got) > MaxCommentLen {
+				t.Fatalf("%d bytes, limit %d", len(got), MaxCommentLen)
+			}
+			if len(tc.in) <= MaxCommentLen && got != tc.in {
+				t.Fatalf("a fitting comment changed: %q", got)
+			}
+			if utf8.ValidString(tc.in) && !utf8.ValidString(got) {
+				t.Fatalf("invalid UTF-8: %q", got)
+			}
+			if limitComment(got) != got {
+				t.Fatal("not idempotent: a comment read back would differ")
+			}
+			if limitComment(tc.in) != got {
+				t.Fatal("not deterministic")
+			}
+		})
+	}
+	if limitComment(long) == limitComment(long+"x") {
+		t.Fatal("two long comments with the same prefix collide")
+	}
+}

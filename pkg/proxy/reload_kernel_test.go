@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// An operator can save the table with `nft list table ip svcproxy` and load it back
+// with `nft -f` (nft 1.0.6 here): traffic flows through the reloaded table, and a
+// svcproxy started on it adopts it without ever removing a Service's dispatch
+// element.
+//
+// ClientIP-affinity Services are left out: nft 1.0.6 cannot parse their chains back.
+// It evaluates a lookup's key before the set, so the endpoint constants in
+// "ip saddr . ip daddr . th dport . 10.244.1.2 . 80 @affinity" stay untyped ("Can't
+// parse symbolic invalid expressions"). It also refuses "dnat to 10.244.1.2:80"
+// without a transport protocol match before it. Both need the sticky rules to
+// change shape.
+func TestKernelListingLoadsBackWithNft(t *testing.T) {
+	e := newKenv(t)
+	services := func(tr *endpoints.Tracker) {
+		tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort, dnsPort))
+		tr.OnServiceAdd(testService("three", "10.96.0.26", false, httpPort))
+		tr.OnServiceAdd(testService("empty", "10.96.0.12", false, httpPort, dnsPort))
+		tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1"), readyEP("pod2")))
+		tr.OnEndpointSliceAdd(testSlice("three", readyEP("pod1"), readyEP("pod2"), readyEP("pod3")))
+	}
+	services(e.tr)
+	e.sync(t)
+	listing := e.w.Node.MustRun(t, "nft", "list", "table", "ip", TableName)
+	file := filepath.Join(t.TempDir(), "svcproxy.nft")
+	if err := os.WriteFile(file, []byte(listing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.w.Node.MustRun(t, "nft", "delete", "table", "ip", TableName)
+	if out, err := e.w.Node.Run("nft", "-f", file); err != nil {
+		t.Fatalf("nft -f of the listing: %v\n%s\n--- listing\n%s", err, out, listing)
+	}
+	check := func(when string) {
+		t.Helper()
+		if got := e.who(t, "10.96.0.10:80", 30); len(got) != 2 {
+			t.Fatalf("%s: web answered from %v, want pod1 and pod2", when, got)
+		}
+		if got := e.who(t, "10.96.0.26:80", 60); len(got) != 3 {
+			t.Fatalf("%s: three answered from %v, want pod1..3", when, got)
+		}
+		if _, err := e.client.Get("10.96.0.12:80", time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("%s: Service without endpoints: %v, want connection refused", when, err)
+		}
+	}
+	check("after nft -f")
+
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	services(tr)
+	rec := &recordingKernel{Kernel: e.kernel}
+	p2 := New(Config{Tracker: tr, Kernel: rec, Options: e.p.cfg.Options})
+	if err := p2.Sync(); err != nil {
+		t.Fatalf("svcproxy on the reloaded table: %v", err)
+	}
+	for _, tx := range rec.txs {
+		if tx.Recreate {
+			t.Fatal("svcproxy recreated the reloaded table instead of adopting it")
+		}
+		for _, el := range tx.DelElements {
+			if el.Set == mapServiceIPs {
+				t.Fatalf("svcproxy removed dispatch element %v while adopting", el)
+			}
+		}
+	}
+	got := nft.NormalizeListing(e.w.Node.MustRun(t, "nft", "list", "table", "ip", TableName))
+	if want := p2.Desired().Text(); got != want {
+		t.Fatalf("after adoption the kernel differs from render\n--- kernel\n%s\n--- render\n%s", got, want)
+	}
+	check("after adoption")
+	rec.txs = nil
+	p2.RequestResync()
+	if err := p2.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range rec.txs {
+		if !tx.Empty() {
+			t.Fatalf("a resync after adoption still changes %d objects", tx.Size())
+		}
+	}
+}
+
+type recordingKernel struct {
+	nft.Kernel
+	txs []*nft.Tx
+}
+
+func (r *recordingKernel) Apply(tx *nft.Tx) error {
+	r.txs = append(r.txs, tx)
+	return r.Kernel.Apply(tx)
+}
