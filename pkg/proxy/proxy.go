@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// ConntrackCleaner deletes UDP conntrack entries towards an endpoint that is gone.
+type ConntrackCleaner interface {
+	ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error)
+}
+
+// Config wires a Proxy.
+type Config struct {
+	Options
+	Tracker *endpoints.Tracker
+	Kernel  nft.Kernel
+	// Conntrack may be nil (no cleanup, e.g. the fake kernel).
+	Conntrack ConntrackCleaner
+	Metrics   *Metrics
+	Health    *Health
+	// SyncPeriod is how often the kernel is re-read and repaired (kube-proxy --sync-period).
+	SyncPeriod time.Duration
+	// MinSyncPeriod bounds how often changes are synced (kube-proxy --min-sync-period).
+	// The first change after a quiet period is synced at once.
+	MinSyncPeriod time.Duration
+	// MaxBackoff bounds the retry delay after a failed transaction.
+	MaxBackoff time.Duration
+	Now        func() time.Time
+}
+
+// Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
+// kernel view -> one transaction.
+type Proxy struct {
+	cfg     Config
+	desired *nft.Ruleset
+	view    *nft.View
+	trigger chan struct{}
+	// udpEndpoints remembers, per Service and UDP port, where traffic may have been
+	// sent, so the conntrack entries of removed endpoints can be deleted after a sync.
+	udpEndpoints map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget
+
+	mu       sync.Mutex
+	needFull bool
+	lastSync time.Time
+
+	// verifiedGen is the ruleset generation at which the view was last known to equal
+	// the kernel (read, or only our own commits since). A periodic resync at that
+	// generation has nothing to compare: no program committed anything.
+	verifiedGen uint32
+	verified    bool
+	nextRead    time.Time // earliest time for the next drift-check read
+	commits     uint32    // our commits during the current Sync
+}
+
+type udpTarget struct {
+	service netip.AddrPort
+	eps     []netip.Addr
+}
+
+// New returns a Proxy; Run starts it.
+func New(cfg Config) *Proxy {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	return &Proxy{
+		cfg:          cfg,
+		desired:      NewRuleset(cfg.Options),
+		trigger:      make(chan struct{}, 1),
+		udpEndpoints: map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget{},
+		needFull:     true,
+	}
+}
+
+// Desired exposes the desired ruleset (read-only use: tracing, tests).
+func (p *Proxy) Desired() *nft.Ruleset { return p.desired }
