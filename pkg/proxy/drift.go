@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // refreshView re-reads the kernel on the first sync and on resyncs, unless nothing
 // was committed since the view was verified, or the last read was so slow that
 // reading again now would spend more than a tenth of the time on drift checks.
-func (p *Proxy) refreshView(full bool, start time.Time, gen0 uint32, genErr error) (read bool, err error) {
+func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen0 uint32, genErr error) (read bool, err error) {
 	switch {
 	case p.view != nil && !full:
 		return false, nil
@@ -23,14 +24,14 @@ func (p *Proxy) refreshView(full bool, start time.Time, gen0 uint32, genErr erro
 		klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
 		return false, nil
 	}
-	readStart := p.cfg.Now()
-	v, err := p.cfg.Kernel.Read(nft.FamilyIPv4, TableName)
+	readStart := p.cfg.Clock.Now()
+	v, err := p.cfg.Kernel.Read(ctx, nft.FamilyIPv4, TableName)
 	if err != nil {
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
 	p.view = v
 	p.desired.MarkAllDirty(v)
-	took := p.cfg.Now().Sub(readStart)
+	took := p.cfg.Clock.Since(readStart)
 	p.nextRead = readStart.Add(10 * took)
 	p.cfg.Metrics.KernelReadDuration.Observe(took.Seconds())
 	return true, nil
@@ -38,8 +39,8 @@ func (p *Proxy) refreshView(full bool, start time.Time, gen0 uint32, genErr erro
 
 // noteGeneration keeps the view verified when every commit since gen0 was ours and
 // the view was verified at gen0 (or read after it).
-func (p *Proxy) noteGeneration(gen0 uint32, genErr error, read bool) {
-	gen1, err := p.cfg.Kernel.Generation()
+func (p *Proxy) noteGeneration(ctx context.Context, gen0 uint32, genErr error, read bool) {
+	gen1, err := p.cfg.Kernel.Generation(ctx)
 	p.verified = genErr == nil && err == nil && gen1 == gen0+p.commits && (read || (p.verified && p.verifiedGen == gen0))
 	p.verifiedGen = gen1
 }

@@ -10,7 +10,7 @@ import (
 
 // Trigger asks for a sync soon; it never blocks.
 func (p *Proxy) Trigger() {
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
 	if p.cfg.Health != nil {
 		p.cfg.Health.Queued(now)
@@ -34,7 +34,8 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	if waitReady != nil && !waitReady(ctx) {
 		return fmt.Errorf("informers did not sync: %w", ctx.Err())
 	}
-	resync := time.NewTicker(nonZero(p.cfg.SyncPeriod, 30*time.Second))
+	clk := p.cfg.Clock
+	resync := clk.NewTicker(nonZero(p.cfg.SyncPeriod, 30*time.Second))
 	defer resync.Stop()
 	backoff := time.Duration(0)
 	var retry <-chan time.Time
@@ -44,16 +45,16 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 		case <-ctx.Done():
 			return nil
 		case <-p.trigger:
-		case <-resync.C:
+		case <-resync.C():
 			p.RequestResync()
 		case <-retry:
 		}
 		retry = nil
-		if wait := p.cfg.MinSyncPeriod - p.cfg.Now().Sub(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
+		if wait := p.cfg.MinSyncPeriod - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(wait):
+			case <-clk.After(wait):
 			}
 		}
 		// This sync takes every change queued so far; a trigger left from those
@@ -62,10 +63,13 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 		case <-p.trigger:
 		default:
 		}
-		if err := p.Sync(); err != nil {
+		if err := p.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), p.cfg.MaxBackoff)
 			klog.ErrorS(err, "Sync failed; will retry", "backoff", backoff)
-			retry = time.After(backoff)
+			retry = clk.After(backoff)
 			continue
 		}
 		backoff = 0

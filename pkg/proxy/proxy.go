@@ -1,18 +1,14 @@
 package proxy
 
 import (
-	"net/netip"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
-
-// ConntrackCleaner deletes UDP conntrack entries towards an endpoint that is gone.
-type ConntrackCleaner interface {
-	ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error)
-}
 
 // Config wires a Proxy.
 type Config struct {
@@ -20,7 +16,7 @@ type Config struct {
 	Tracker *endpoints.Tracker
 	Kernel  nft.Kernel
 	// Conntrack may be nil (no cleanup, e.g. the fake kernel).
-	Conntrack ConntrackCleaner
+	Conntrack ConntrackReconciler
 	Metrics   *Metrics
 	Health    *Health
 	// SyncPeriod is how often the kernel is re-read and repaired (kube-proxy --sync-period).
@@ -30,7 +26,11 @@ type Config struct {
 	MinSyncPeriod time.Duration
 	// MaxBackoff bounds the retry delay after a failed transaction.
 	MaxBackoff time.Duration
-	Now        func() time.Time
+	// Clock drives the loop's timers (nil: the real clock).
+	Clock clock.WithTicker
+	// OnRefused, when set, is called once per Service and distinct error when the
+	// kernel refuses that Service's rules (e.g. to post an Event on it).
+	OnRefused func(svc endpoints.ServiceKey, err error)
 }
 
 // Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
@@ -40,9 +40,9 @@ type Proxy struct {
 	desired *nft.Ruleset
 	view    *nft.View
 	trigger chan struct{}
-	// udpEndpoints remembers, per Service and UDP port, where traffic may have been
-	// sent, so the conntrack entries of removed endpoints can be deleted after a sync.
-	udpEndpoints map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget
+	lb      sharedChains // one value per shared chain, for every Service that uses it
+	serving *servingTable
+	refused *refusals
 
 	mu       sync.Mutex
 	needFull bool
@@ -57,15 +57,10 @@ type Proxy struct {
 	commits     uint32    // our commits during the current Sync
 }
 
-type udpTarget struct {
-	service netip.AddrPort
-	eps     []netip.Addr
-}
-
 // New returns a Proxy; Run starts it.
 func New(cfg Config) *Proxy {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -74,11 +69,13 @@ func New(cfg Config) *Proxy {
 		cfg.MaxBackoff = 30 * time.Second
 	}
 	return &Proxy{
-		cfg:          cfg,
-		desired:      NewRuleset(cfg.Options),
-		trigger:      make(chan struct{}, 1),
-		udpEndpoints: map[endpoints.ServiceKey]map[endpoints.ServicePortName]udpTarget{},
-		needFull:     true,
+		cfg:      cfg,
+		desired:  NewRuleset(cfg.Options),
+		trigger:  make(chan struct{}, 1),
+		lb:       sharedChains{},
+		serving:  newServingTable(),
+		refused:  &refusals{m: map[string]refusal{}},
+		needFull: true,
 	}
 }
 

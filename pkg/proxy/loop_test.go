@@ -1,0 +1,64 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// TestMinSyncPeriodCoalescesExactly pins the loop's timing with a fake clock: the
+// first change after a quiet period is synced at once; changes that follow within
+// MinSyncPeriod are synced together, exactly MinSyncPeriod after that sync.
+func TestMinSyncPeriodCoalescesExactly(t *testing.T) {
+	const minSync = time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	k := nft.NewFake()
+	m := NewMetrics(nil)
+	var p *Proxy
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnChange: func() { p.Trigger() }})
+	p = New(Config{Tracker: tr, Kernel: k, Metrics: m, Clock: clk, MinSyncPeriod: minSync, SyncPeriod: time.Hour})
+	lastSync := func() time.Time { return time.Unix(0, int64(testutil.ToFloat64(m.LastSync)*1e9)).UTC() }
+	// waiters: the resync ticker, plus the min-sync timer while the loop waits on it.
+	waiting := func(n int) func() bool { return func() bool { return clk.Waiters() == n } }
+	runProxy(t, p)
+	eventually(t, "the first sync", func() bool { return k.Applied() == 1 })
+
+	clk.Step(10 * time.Second) // quiet
+	t1 := clk.Now()
+	addWeb(tr, "a", "10.96.0.1", "pod1")
+	eventually(t, "the first change after a quiet period", func() bool { return k.Applied() == 2 })
+	if got := lastSync(); !got.Equal(t1) {
+		t.Fatalf("first change after a quiet period synced at %v, want at once (%v)", got, t1)
+	}
+
+	for i, name := range []string{"b", "c", "d", "e", "f"} {
+		addWeb(tr, name, "10.96.0."+string(rune('2'+i)), "pod1")
+		if i == 0 {
+			eventually(t, "the loop to wait for the min-sync period", waiting(2))
+		}
+	}
+	clk.Step(minSync - time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a sync now would be early: give it the chance to show
+	if n := k.Applied(); n != 2 {
+		t.Fatalf("%d transactions before lastSync+MinSyncPeriod, want 2", n)
+	}
+	clk.Step(time.Millisecond)
+	eventually(t, "the coalesced sync", func() bool { return k.Applied() == 3 })
+	if got, want := lastSync(), t1.Add(minSync); !got.Equal(want) {
+		t.Fatalf("coalesced sync at %v, want exactly %v", got, want)
+	}
+	if got := route(t, k, "10.96.0.6"); got != "dnat 10.244.1.2:80" {
+		t.Fatalf("the last change of the burst: %s", got)
+	}
+	eventually(t, "the loop to go idle", waiting(1))
+	time.Sleep(50 * time.Millisecond)
+	if n := k.Applied(); n != 3 {
+		t.Fatalf("%d transactions for 5 changes within MinSyncPeriod, want exactly one after the first", n-2)
+	}
+}
