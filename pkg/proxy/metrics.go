@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_conntrack_entries_deleted_total",
-			Help: "Stale UDP conntrack entries deleted after their endpoint went away"}),
+			Help: "UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address"}),
 		RefusedChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_sync_refused_owner_changes_total",
 			Help: "Changes of one Service (or of the table skeleton) that the kernel refused even when applied alone"}),
 		RefusedServices: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_refused_services",
