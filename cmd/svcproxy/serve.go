@@ -33,7 +33,7 @@ import (
 func serve(ctx context.Context, o *options) error {
 	kernel := &nft.Netlink{}
 	if o.cleanup {
-		if err := kernel.DeleteTable(nft.FamilyIPv4, proxy.TableName); err != nil {
+		if err := kernel.DeleteTable(ctx, nft.FamilyIPv4, proxy.TableName); err != nil {
 			return fmt.Errorf("cleanup: %w", err)
 		}
 		klog.InfoS("Removed svcproxy's nftables table", "table", "ip "+proxy.TableName)
@@ -67,7 +67,13 @@ func serve(ctx context.Context, o *options) error {
 		MinSyncPeriod: o.minSyncPeriod,
 	}
 	if ct != nil {
-		cfg.Conntrack = ct
+		// TODO(lead): once conntrack.(*Cleaner).Reconcile is merged, pass ct itself
+		// (it also clears entries made while svcproxy was down) and drop UDPClearer.
+		cfg.Conntrack = &proxy.UDPClearer{Cleaner: ct}
+	}
+	// TODO(lead): post a Warning Event on the Service (cmd/svcproxy/events.go).
+	cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
+		klog.ErrorS(err, "The kernel refuses the rules of a Service; retrying every sync", "service", svc.String())
 	}
 	p = proxy.New(cfg)
 

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -87,7 +88,7 @@ func run(n, e, samples int) error {
 
 	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
 	start := time.Now()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(context.Background()); err != nil {
 		return fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
@@ -108,7 +109,7 @@ func run(n, e, samples int) error {
 	for s := 1; s <= samples; s++ {
 		tr.OnEndpointSliceUpdate(nil, slice(s*7%n, e, s)) // one endpoint of one Service replaced
 		t := time.Now()
-		if err := p.Sync(); err != nil {
+		if err := p.Sync(context.Background()); err != nil {
 			return fmt.Errorf("incremental sync: %w", err)
 		}
 		changes = append(changes, time.Since(t).Seconds())
@@ -122,7 +123,7 @@ func run(n, e, samples int) error {
 	scaled.Endpoints = append(scaled.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(200, 11)}})
 	tr.OnEndpointSliceUpdate(nil, scaled)
 	t0 := time.Now()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(context.Background()); err != nil {
 		return fmt.Errorf("scale sync: %w", err)
 	}
 	r.ScaleSeconds = time.Since(t0).Seconds()
@@ -130,14 +131,14 @@ func run(n, e, samples int) error {
 	tr.OnServiceAdd(service(n))
 	tr.OnEndpointSliceAdd(slice(n, e, 0))
 	t := time.Now()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(context.Background()); err != nil {
 		return fmt.Errorf("add service: %w", err)
 	}
 	r.AddSeconds = time.Since(t).Seconds()
 
 	p.RequestResync() // what --sync-period does: re-read the kernel, find nothing to repair
 	t = time.Now()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(context.Background()); err != nil {
 		return fmt.Errorf("resync: %w", err)
 	}
 	r.ResyncSeconds = time.Since(t).Seconds()
@@ -146,7 +147,7 @@ func run(n, e, samples int) error {
 	// (svcproxy spaces such reads out to ten times their duration).
 	stopProfile = cpuProfile(os.Getenv("BENCH_RESYNC_CPUPROFILE"))
 	t = time.Now()
-	if _, err := kernel.Read(nft.FamilyIPv4, proxy.TableName); err != nil {
+	if _, err := kernel.Read(context.Background(), nft.FamilyIPv4, proxy.TableName); err != nil {
 		return fmt.Errorf("read table: %w", err)
 	}
 	r.FullReadSecs = time.Since(t).Seconds()

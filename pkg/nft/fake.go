@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -43,7 +44,10 @@ func (f *Fake) Applied() int {
 
 // Apply validates tx against a copy of the table and swaps it in only if all of it
 // is valid, as the kernel's transactions do.
-func (f *Fake) Apply(tx *Tx) error {
+func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.FailNext > 0 {
@@ -157,7 +161,10 @@ func (t *fakeTable) checkReferences() error {
 }
 
 // Read returns a copy of the table's view.
-func (f *Fake) Read(family Family, table string) (*View, error) {
+func (f *Fake) Read(ctx context.Context, family Family, table string) (*View, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := NewView()
@@ -179,7 +186,10 @@ func (f *Fake) Read(family Family, table string) (*View, error) {
 }
 
 // DeleteTable removes the table.
-func (f *Fake) DeleteTable(family Family, table string) error {
+func (f *Fake) DeleteTable(ctx context.Context, family Family, table string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.tables, fakeKey(family, table))
@@ -188,7 +198,10 @@ func (f *Fake) DeleteTable(family Family, table string) error {
 }
 
 // Generation counts committed changes, like the kernel's ruleset generation.
-func (f *Fake) Generation() (uint32, error) {
+func (f *Fake) Generation(ctx context.Context) (uint32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.gen, nil

@@ -62,7 +62,7 @@ func TestKernelListingMatchesText(t *testing.T) {
 	r := sampleRuleset()
 	want := r.Text()
 	tx := PlanFull(r, NewView())
-	if err := k.Apply(tx); err != nil {
+	if err := k.Apply(t.Context(), tx); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	got := NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))
@@ -71,7 +71,7 @@ func TestKernelListingMatchesText(t *testing.T) {
 	}
 
 	// Reading back yields a view against which nothing is left to do.
-	v, err := k.Read(FamilyIPv4, "sample")
+	v, err := k.Read(t.Context(), FamilyIPv4, "sample")
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestKernelListingMatchesText(t *testing.T) {
 	if len(tx.Chains) != 1 || tx.Chains[0].Name != "svc-a" || len(tx.AddSets) != 0 {
 		t.Fatalf("incremental plan touches more than svc-a: chains=%d sets=%d", len(tx.Chains), len(tx.AddSets))
 	}
-	if err := k.Apply(tx); err != nil {
+	if err := k.Apply(t.Context(), tx); err != nil {
 		t.Fatalf("apply incremental: %v", err)
 	}
 	v.Commit(tx)
@@ -100,7 +100,7 @@ func TestKernelListingMatchesText(t *testing.T) {
 	if !strings.Contains(got, "dnat to 10.244.9.9:80") {
 		t.Fatalf("incremental change missing from kernel:\n%s", got)
 	}
-	if err := k.DeleteTable(FamilyIPv4, "sample"); err != nil {
+	if err := k.DeleteTable(t.Context(), FamilyIPv4, "sample"); err != nil {
 		t.Fatalf("delete table: %v", err)
 	}
 	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, "sample") {
@@ -112,7 +112,7 @@ func TestKernelRefusedBatchIsReportedAndChangesNothing(t *testing.T) {
 	ns := netnstest.New(t, "refuse")
 	k := &Netlink{NetNSFd: ns.Fd}
 	r := sampleRuleset()
-	if err := k.Apply(PlanFull(r, NewView())); err != nil {
+	if err := k.Apply(t.Context(), PlanFull(r, NewView())); err != nil {
 		t.Fatal(err)
 	}
 	before := ns.MustRun(t, "nft", "list", "table", "ip", "sample")
@@ -133,7 +133,7 @@ func TestKernelRefusedBatchIsReportedAndChangesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := k.Apply(tc.tx); err == nil {
+			if err := k.Apply(t.Context(), tc.tx); err == nil {
 				t.Fatal("the kernel's refusal was not reported")
 			}
 			if after := ns.MustRun(t, "nft", "list", "table", "ip", "sample"); after != before {
@@ -146,7 +146,7 @@ func TestKernelRefusedBatchIsReportedAndChangesNothing(t *testing.T) {
 func TestKernelRecreateReplacesTheTableAtomically(t *testing.T) {
 	ns := netnstest.New(t, "recreate")
 	k := &Netlink{NetNSFd: ns.Fd}
-	if err := k.Apply(PlanFull(sampleRuleset(), NewView())); err != nil {
+	if err := k.Apply(t.Context(), PlanFull(sampleRuleset(), NewView())); err != nil {
 		t.Fatal(err)
 	}
 	// The same set name with another key type: the kernel cannot redefine it in place.
@@ -154,7 +154,7 @@ func TestKernelRecreateReplacesTheTableAtomically(t *testing.T) {
 	r.SetFragment("x", Fragment{Elements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.0.0.1")), Port(80)}}}})
 	tx := PlanFull(r, NewView())
 	tx.Recreate = true
-	if err := k.Apply(tx); err != nil {
+	if err := k.Apply(t.Context(), tx); err != nil {
 		t.Fatalf("recreate: %v", err)
 	}
 	got := NormalizeListing(ns.MustRun(t, "nft", "list", "table", "ip", "sample"))

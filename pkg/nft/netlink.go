@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -21,12 +22,12 @@ var ErrOutcomeUnknown = errors.New("transaction outcome unknown")
 // Kernel applies transactions to the kernel and reads back what it holds. The caller
 // (the sync loop) owns this interface; Netlink is the real thing, Fake is for tests.
 type Kernel interface {
-	Apply(tx *Tx) error
-	Read(family Family, table string) (*View, error)
-	DeleteTable(family Family, table string) error
+	Apply(ctx context.Context, tx *Tx) error
+	Read(ctx context.Context, family Family, table string) (*View, error)
+	DeleteTable(ctx context.Context, family Family, table string) error
 	// Generation is the ruleset generation, bumped by every committed transaction
 	// of any program: when it has not moved, nothing can have drifted.
-	Generation() (uint32, error)
+	Generation(ctx context.Context) (uint32, error)
 }
 
 // Netlink talks to the kernel of the current network namespace (or of NetNSFd).
@@ -79,7 +80,10 @@ func setBuffers(c *netlink.Conn) error {
 }
 
 // Apply sends the transaction as one netlink batch.
-func (n *Netlink) Apply(tx *Tx) error {
+func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
+	if err := callCtx.Err(); err != nil {
+		return err
+	}
 	if tx.Empty() {
 		return nil
 	}

@@ -74,7 +74,7 @@ func TestPlanIsIncremental(t *testing.T) {
 			if got := countsOf(first); got.addSets != 3 || got.newChains != 2 || got.addElems != 6 {
 				t.Fatalf("first plan = %+v", got)
 			}
-			if err := k.Apply(first); err != nil {
+			if err := k.Apply(t.Context(), first); err != nil {
 				t.Fatal(err)
 			}
 			v.Commit(first)
@@ -83,11 +83,11 @@ func TestPlanIsIncremental(t *testing.T) {
 			if got := countsOf(tx); got != tc.want {
 				t.Fatalf("plan = %+v, want %+v", got, tc.want)
 			}
-			if err := k.Apply(tx); err != nil {
+			if err := k.Apply(t.Context(), tx); err != nil {
 				t.Fatalf("fake kernel refused the plan: %v", err)
 			}
 			v.Commit(tx)
-			kv, _ := k.Read(FamilyIPv4, "t")
+			kv, _ := k.Read(t.Context(), FamilyIPv4, "t")
 			if full := PlanFull(r, kv); !full.Empty() {
 				t.Fatalf("kernel and desired differ after apply: %+v", countsOf(full))
 			}
@@ -102,7 +102,7 @@ func TestRequeueRetriesRefusedChanges(t *testing.T) {
 	v := NewView()
 	k.FailNext = 1
 	tx := PlanFull(r, v)
-	if err := k.Apply(tx); err == nil {
+	if err := k.Apply(t.Context(), tx); err == nil {
 		t.Fatal("injected failure did not fail")
 	}
 	r.Requeue(tx)
@@ -110,7 +110,7 @@ func TestRequeueRetriesRefusedChanges(t *testing.T) {
 	if countsOf(retry) != countsOf(tx) {
 		t.Fatalf("retry %+v differs from refused %+v", countsOf(retry), countsOf(tx))
 	}
-	if err := k.Apply(retry); err != nil {
+	if err := k.Apply(t.Context(), retry); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -120,16 +120,16 @@ func TestDriftIsRepairedByFullPlan(t *testing.T) {
 	r := newTestRuleset()
 	r.SetFragment("a", svcFragment("svc-a", "10.96.0.1", "10.244.1.1"))
 	tx := PlanFull(r, NewView())
-	if err := k.Apply(tx); err != nil {
+	if err := k.Apply(t.Context(), tx); err != nil {
 		t.Fatal(err)
 	}
 	k.Tamper(FamilyIPv4, "t", "svc-a")
-	kv, _ := k.Read(FamilyIPv4, "t")
+	kv, _ := k.Read(t.Context(), FamilyIPv4, "t")
 	repair := PlanFull(r, kv)
 	if len(repair.NewChains) != 1 || len(repair.AddElements) != 1 {
 		t.Fatalf("repair = %+v, want the chain and its dispatch element back", countsOf(repair))
 	}
-	if err := k.Apply(repair); err != nil {
+	if err := k.Apply(t.Context(), repair); err != nil {
 		t.Fatal(err)
 	}
 	if c, ok := k.Chain(FamilyIPv4, "t", "svc-a"); !ok || len(c.Rules) != 1 {
@@ -188,7 +188,7 @@ func TestSharedChainsLiveWhileAnyOwnerUsesThem(t *testing.T) {
 	apply := func() {
 		t.Helper()
 		tx := Plan(r, v)
-		if err := k.Apply(tx); err != nil {
+		if err := k.Apply(t.Context(), tx); err != nil {
 			t.Fatalf("kernel refused: %v", err)
 		}
 		v.Commit(tx)
@@ -210,7 +210,7 @@ func TestSharedChainsLiveWhileAnyOwnerUsesThem(t *testing.T) {
 	r.SetFragment("a", use("a", "10.96.0.1"))
 	r.SetFragment("b", use("b", "10.96.0.2"))
 	tx := PlanOwners(r, v, "b")
-	if err := k.Apply(tx); err != nil {
+	if err := k.Apply(t.Context(), tx); err != nil {
 		t.Fatalf("b alone: %v", err)
 	}
 	v.Commit(tx)

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,7 +17,10 @@ import (
 // their user data): a table written by svcproxy can be compared without decoding
 // expressions, and a rule someone else added shows up as a hash we never render,
 // which makes its chain differ and get repaired.
-func (n *Netlink) Read(family Family, table string) (*View, error) {
+func (n *Netlink) Read(ctx context.Context, family Family, table string) (*View, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	c, err := n.conn()
 	if err != nil {
 		return nil, fmt.Errorf("open netlink: %w", err)
@@ -250,7 +254,10 @@ func (n *Netlink) dumpRuleHashes(family Family, table string, chains []string) (
 
 // Generation returns the netns' nftables ruleset generation, which every committed
 // transaction (anyone's) increments.
-func (n *Netlink) Generation() (uint32, error) {
+func (n *Netlink) Generation(ctx context.Context) (uint32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
 	if err != nil {
 		return 0, fmt.Errorf("dial netlink: %w", err)
@@ -282,8 +289,8 @@ func (n *Netlink) Generation() (uint32, error) {
 }
 
 // DeleteTable removes the table and everything in it; a missing table is not an error.
-func (n *Netlink) DeleteTable(family Family, table string) error {
-	v, err := n.Read(family, table)
+func (n *Netlink) DeleteTable(ctx context.Context, family Family, table string) error {
+	v, err := n.Read(ctx, family, table)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // Health answers kube-proxy's /healthz and /livez: healthy unless a change has been
-// waiting longer than Timeout without a successful sync.
+// waiting longer than Timeout without a successful sync. A Service the kernel refuses
+// is such a change; /healthz lists the refused Services with the kernel's reason.
 type Health struct {
 	Timeout time.Duration
 	Metrics *Metrics
@@ -18,6 +19,29 @@ type Health struct {
 	mu          sync.Mutex
 	lastUpdated time.Time
 	oldestQueue time.Time // zero when nothing is pending
+	refused     []Refusal
+}
+
+// Refusal is a Service whose rules the kernel refuses, with the kernel's reason.
+type Refusal struct {
+	Service string `json:"service"`
+	Reason  string `json:"reason"`
+}
+
+// maxRefusalsShown bounds the list in the /healthz body.
+const maxRefusalsShown = 20
+
+// SetRefused records the Services the kernel refuses now (sorted).
+func (h *Health) SetRefused(list []Refusal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refused = list
+}
+
+func (h *Health) refusedServices() (shown []Refusal, total int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused[:min(len(h.refused), maxRefusalsShown)], len(h.refused)
 }
 
 // Queued records that a sync was requested.
@@ -77,6 +101,10 @@ func (h *Health) serve(w http.ResponseWriter, which string) {
 	body := map[string]any{"lastUpdated": last.String(), "currentTime": t.String()}
 	if which == "healthz" {
 		body["nodeEligible"] = true
+		if shown, total := h.refusedServices(); total > 0 {
+			body["refusedServices"] = shown
+			body["refusedServicesTotal"] = total
+		}
 	}
 	_ = json.NewEncoder(w).Encode(body)
 }

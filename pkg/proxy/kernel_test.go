@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/netip"
 	"strings"
@@ -43,13 +44,13 @@ func newKenv(t *testing.T) *kenv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.p = New(Config{Tracker: e.tr, Kernel: e.kernel, Conntrack: ct, Options: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	e.p = New(Config{Tracker: e.tr, Kernel: e.kernel, Conntrack: &UDPClearer{Cleaner: ct}, Options: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}})
 	return e
 }
 
 func (e *kenv) sync(t *testing.T) {
 	t.Helper()
-	if err := e.p.Sync(); err != nil {
+	if err := e.p.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 }
@@ -295,7 +296,7 @@ func TestKernelAdoptsExistingTable(t *testing.T) {
 	tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1"), readyEP("pod2")))
 	counting := &countingKernel{Kernel: e.kernel}
 	p2 := New(Config{Tracker: tr, Kernel: counting, Options: e.p.cfg.Options})
-	if err := p2.Sync(); err != nil {
+	if err := p2.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if counting.objects != 0 {
@@ -311,7 +312,7 @@ type countingKernel struct {
 	objects int
 }
 
-func (c *countingKernel) Apply(tx *nft.Tx) error {
+func (c *countingKernel) Apply(ctx context.Context, tx *nft.Tx) error {
 	c.objects += tx.Size()
-	return c.Kernel.Apply(tx)
+	return c.Kernel.Apply(ctx, tx)
 }

@@ -18,6 +18,7 @@ type Metrics struct {
 	InvalidObjects      *prometheus.CounterVec
 	ConntrackDeleted    prometheus.Counter
 	RefusedChanges      prometheus.Counter
+	RefusedServices     prometheus.Gauge
 	TxObjects           prometheus.Histogram
 	KernelReadDuration  prometheus.Histogram
 	HealthzTotal        *prometheus.CounterVec
@@ -48,9 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_conntrack_entries_deleted_total",
-			Help: "Stale UDP conntrack entries deleted after their endpoint went away"}),
+			Help: "UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address"}),
 		RefusedChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_sync_refused_owner_changes_total",
 			Help: "Changes of one Service (or of the table skeleton) that the kernel refused even when applied alone"}),
+		RefusedServices: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_refused_services",
+			Help: "Services whose rules the kernel refuses (retried every sync; listed in /healthz)"}),
 		TxObjects: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_sync_transaction_objects",
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
@@ -62,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
-			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects, m.KernelReadDuration,
+			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.RefusedServices, m.TxObjects, m.KernelReadDuration,
 			m.HealthzTotal, m.LivezTotal)
 	}
 	return m

@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -90,27 +89,14 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 }
 
 // loadBalanceChain is the chain shared by every port with n endpoints whose
-// ClusterIP falls in the same shard of the endpoints map: lb-N-SS. Chains are values
-// nobody modifies, so one per (n, shard) is made and reused by every Service.
+// ClusterIP falls in the same shard of the endpoints map: lb-N-SS. Each call builds a
+// new value; callers that keep many Services deduplicate them (sharedChains).
 func loadBalanceChain(n int, clusterIP netip.Addr) *nft.Chain {
-	key := [2]int{n, shardOf(clusterIP)}
-	lbChains.Lock()
-	defer lbChains.Unlock()
-	if c, ok := lbChains.m[key]; ok {
-		return c
-	}
-	c := &nft.Chain{Name: fmt.Sprintf("lb-%d-%02d", n, key[1]), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
+	return &nft.Chain{Name: fmt.Sprintf("lb-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
 		Key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(uint32(n))},
 		Map: endpointsMap(clusterIP),
 	}}}}}
-	lbChains.m[key] = c
-	return c
 }
-
-var lbChains = struct {
-	sync.Mutex
-	m map[[2]int]*nft.Chain
-}{m: map[[2]int]*nft.Chain{}}
 
 // targets picks the endpoints new connections may go to; with internalTrafficPolicy
 // Local only those on node (ready ones, else serving terminating ones, among them),

@@ -11,13 +11,14 @@ import (
 func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 	r := NewRuleset(o)
 	seen := map[endpoints.ServiceKey]bool{}
+	lb := sharedChains{}
 	for n := range snap.Services {
 		k := n.Key()
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
-		r.SetFragment(ServiceOwner(k), RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName))
+		r.SetFragment(ServiceOwner(k), lb.intern(RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName)))
 	}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -46,7 +47,7 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 	m := NewMetrics(nil)
 	p := New(Config{Tracker: tr, Kernel: k, Metrics: m})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
@@ -54,7 +55,7 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 	}
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
 	k.FailNext = 1
-	if err := p.Sync(); err == nil {
+	if err := p.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded although the kernel refused")
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
@@ -63,7 +64,7 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 	if got := testutil.ToFloat64(m.SyncFailures); got != 1 {
 		t.Fatalf("sync failures metric = %v, want 1", got)
 	}
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.3:80" {
@@ -88,7 +89,7 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	addWeb(tr, "good1", "10.96.0.10", "pod1")
 	addWeb(tr, "bad", "10.96.0.11", "pod2")
 	addWeb(tr, "good2", "10.96.0.12", "pod3")
-	err := p.Sync()
+	err := p.Sync(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "svc:ns/bad") {
 		t.Fatalf("sync error %v, want one naming the refused Service", err)
 	}
@@ -102,14 +103,14 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 		t.Fatalf("refused changes metric = %v, want 1", got)
 	}
 	// Traffic to good Services still flows by the kernel's own state.
-	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	kv, _ := k.Read(t.Context(), nft.FamilyIPv4, TableName)
 	full := nft.PlanFull(p.desired, kv)
 	if owners := full.Owners(); len(owners) != 1 || owners[0] != "svc:ns/bad" {
 		t.Fatalf("kernel differs from desired in more than the refused Service: %v", owners)
 	}
 	p.desired.Requeue(full) // planning took the pending changes; give them back
 	refusing = false
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatalf("sync after the kernel accepts again: %v", err)
 	}
 	if got := route(t, k, "10.96.0.11"); got != "dnat 10.244.1.3:80" {
@@ -174,7 +175,7 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 	k.Tamper(nft.FamilyIPv4, TableName, "lb-1-10")
 	eventually(t, "the periodic resync to restore the deleted chain", has)
 	stop()
-	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	kv, _ := k.Read(t.Context(), nft.FamilyIPv4, TableName)
 	if tx := nft.PlanFull(p.Desired(), kv); !tx.Empty() {
 		t.Fatalf("kernel and desired differ after retries and repair: %v", tx.Owners())
 	}
@@ -183,8 +184,8 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 	k := &readCounter{Fake: nft.NewFake()}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := New(Config{Tracker: tr, Kernel: k, Now: func() time.Time { return now }})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := New(Config{Tracker: tr, Kernel: k, Clock: clk})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
 	steps := []struct {
 		name      string
@@ -195,7 +196,7 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 		{"resync after only our own commits: skipped", func() { p.RequestResync() }, 1},
 		{"an incremental change then a resync: still skipped", func() {
 			tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
-			if err := p.Sync(); err != nil {
+			if err := p.Sync(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			p.RequestResync()
@@ -207,9 +208,9 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 		}, 3},
 	}
 	for _, st := range steps {
-		now = now.Add(time.Hour) // well past any drift-check deferral
+		clk.Step(time.Hour) // well past any drift-check deferral
 		st.before()
-		if err := p.Sync(); err != nil {
+		if err := p.Sync(t.Context()); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		if k.reads != st.wantReads {
@@ -227,12 +228,12 @@ type readCounter struct {
 	onRead func()
 }
 
-func (r *readCounter) Read(f nft.Family, table string) (*nft.View, error) {
+func (r *readCounter) Read(ctx context.Context, f nft.Family, table string) (*nft.View, error) {
 	r.reads++
 	if r.onRead != nil {
 		r.onRead()
 	}
-	return r.Fake.Read(f, table)
+	return r.Fake.Read(ctx, f, table)
 }
 
 func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
@@ -240,19 +241,19 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	// An older svcproxy left a table whose hairpin set had another key type.
 	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: "hairpin-00", Key: []nft.DataType{nft.TypeIPv4Addr}}},
 		NewChains: []*nft.Chain{{Name: "svc-stale"}}, Chains: []*nft.Chain{{Name: "svc-stale"}}}
-	if err := k.Apply(old); err != nil {
+	if err := k.Apply(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
 	p := New(Config{Tracker: tr, Kernel: k})
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatalf("sync over an incompatible table: %v", err)
 	}
 	if _, ok := k.Chain(nft.FamilyIPv4, TableName, "svc-stale"); ok {
 		t.Fatal("the old table's chain survived the rebuild")
 	}
-	kv, _ := k.Read(nft.FamilyIPv4, TableName)
+	kv, _ := k.Read(t.Context(), nft.FamilyIPv4, TableName)
 	if got := kv.Sets["hairpin-00"].Key; len(got) != 2 {
 		t.Fatalf("hairpin set not rebuilt with the new key: %v", got)
 	}
@@ -264,25 +265,25 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 func TestDriftChecksAreDeferredWhenReadsAreSlow(t *testing.T) {
 	k := &readCounter{Fake: nft.NewFake()}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	k.onRead = func() { now = now.Add(2 * time.Second) } // a big table takes 2 s to read
-	p := New(Config{Tracker: tr, Kernel: k, Now: func() time.Time { return now }})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	k.onRead = func() { clk.Step(2 * time.Second) } // a big table takes 2 s to read
+	p := New(Config{Tracker: tr, Kernel: k, Clock: clk})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	k.ForeignCommit()
-	now = now.Add(5 * time.Second)
+	clk.Step(5 * time.Second)
 	p.RequestResync()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if k.reads != 1 {
 		t.Fatalf("read again %d times 5 s after a 2 s read, want the check deferred", k.reads-1)
 	}
-	now = now.Add(30 * time.Second)
+	clk.Step(30 * time.Second)
 	p.RequestResync()
-	if err := p.Sync(); err != nil {
+	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if k.reads != 2 {

@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// maxOwnersPerTx bounds how many Services one transaction carries.
+const maxOwnersPerTx = 5000
+
+// applyChanges brings the kernel to the desired ruleset: in place, or by recreating
+// the table when its layout cannot be changed in place. It returns the objects
+// written.
+func (p *Proxy) applyChanges(ctx context.Context) (int, error) {
+	if !nft.Compatible(p.desired, p.view) {
+		return p.recreate(ctx)
+	}
+	return p.applyDirty(ctx)
+}
+
+// recreate rebuilds the table in the same transaction that deletes it, so traffic
+// sees the old rules or the new ones: after an upgrade changed a set's or chain's
+// kind, the kernel refuses to change it in place.
+func (p *Proxy) recreate(ctx context.Context) (int, error) {
+	klog.InfoS("Table layout changed; recreating it atomically", "table", TableName)
+	tx := nft.PlanFull(p.desired, nft.NewView())
+	tx.Recreate = true
+	if err := p.cfg.Kernel.Apply(ctx, tx); err != nil {
+		p.fail()
+		p.desired.Requeue(tx)
+		return 0, fmt.Errorf("recreate table %s: %w", TableName, err)
+	}
+	p.view = nft.NewView()
+	p.view.Commit(tx)
+	p.commits++
+	return tx.Size(), nil
+}
+
+// applyDirty applies every pending change: in one transaction, or, when more than
+// maxOwnersPerTx Services changed at once (a cold start, a mass update), in
+// transactions of that many Services each, which bounds the memory a batch takes
+// (each Service's change stays atomic). It returns the objects written.
+func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
+	owners := p.desired.DirtyOwners() // sorted: the stale "" owner and "skeleton" come first
+	if len(owners) <= maxOwnersPerTx {
+		return p.apply(ctx, nft.Plan(p.desired, p.view))
+	}
+	objects := 0
+	for len(owners) > 0 {
+		n := min(len(owners), maxOwnersPerTx)
+		written, err := p.apply(ctx, nft.PlanOwners(p.desired, p.view, owners[:n]...))
+		objects += written
+		if err != nil {
+			return objects, err
+		}
+		owners = owners[n:]
+	}
+	return objects, nil
+}
+
+// apply sends one transaction; when the kernel refuses a transaction of several
+// owners it retries them one by one.
+func (p *Proxy) apply(ctx context.Context, tx *nft.Tx) (int, error) {
+	if err := p.cfg.Kernel.Apply(ctx, tx); err != nil {
+		p.fail()
+		p.desired.Requeue(tx)
+		unknown := errors.Is(err, nft.ErrOutcomeUnknown)
+		if unknown {
+			p.mu.Lock()
+			p.needFull = true
+			p.mu.Unlock()
+		}
+		if unknown || len(tx.Owners()) <= 1 {
+			if !unknown && ctx.Err() == nil {
+				for _, o := range tx.Owners() {
+					p.refused.note(o, err, p.cfg.OnRefused)
+				}
+			}
+			return 0, fmt.Errorf("apply transaction of %d objects for %v: %w", tx.Size(), tx.Owners(), err)
+		}
+		// One bad Service must not hold back the others: retry each on its own.
+		return tx.Size(), p.applyEach(ctx, tx.Owners(), err)
+	}
+	p.view.Commit(tx)
+	p.commits++
+	return tx.Size(), nil
+}
+
+// applyEach applies each owner's changes in its own transaction after the kernel
+// refused them together. Owners that still fail stay queued for the next retry and
+// are logged once each; the others land now.
+func (p *Proxy) applyEach(ctx context.Context, owners []string, batchErr error) error {
+	var failed []string
+	for _, owner := range owners {
+		tx := nft.PlanOwners(p.desired, p.view, owner)
+		if tx.Empty() {
+			continue
+		}
+		if err := p.cfg.Kernel.Apply(ctx, tx); err != nil {
+			p.desired.Requeue(tx)
+			failed = append(failed, owner)
+			p.cfg.Metrics.RefusedChanges.Inc()
+			klog.ErrorS(err, "Kernel refused the rules of one owner; others are applied", "owner", owner)
+			if ctx.Err() == nil {
+				p.refused.note(owner, err, p.cfg.OnRefused)
+			}
+			continue
+		}
+		p.view.Commit(tx)
+		p.commits++
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("kernel refused the changes of %v (batch error: %w)", failed, batchErr)
+}

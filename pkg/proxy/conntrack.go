@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"net/netip"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/conntrack"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// ConntrackReconciler deletes the UDP and SCTP conntrack entries towards a Service
+// address of serving whose reply source is not one of its endpoints. It must not keep
+// or modify serving: the Proxy updates it in place between calls.
+type ConntrackReconciler interface {
+	Reconcile(serving conntrack.Serving) (deleted uint, err error)
+}
+
+// servingTable is, for every UDP and SCTP Service port the kernel's rules serve, the
+// endpoints they send new connections to. It is kept incrementally: a sync changes
+// only the Services it rendered, and only once the kernel holds their rules, so that
+// a refused or retried transaction never loses track of an endpoint still in use.
+type servingTable struct {
+	serving conntrack.Serving              // as the kernel's rules stand
+	byOwner map[string][]conntrack.Service // the keys each owner put in serving
+	pending map[string]conntrack.Serving   // rendered, not known to be in the kernel yet
+	gone    map[conntrack.Service]bool     // keys removed since the last reconcile
+	stale   bool                           // serving changed since the last reconcile
+}
+
+func newServingTable() *servingTable {
+	return &servingTable{
+		serving: conntrack.Serving{},
+		byOwner: map[string][]conntrack.Service{},
+		pending: map[string]conntrack.Serving{},
+		gone:    map[conntrack.Service]bool{},
+		stale:   true, // entries made while svcproxy was down: reconcile after the first sync
+	}
+}
+
+// render records what owner's rules will serve once the kernel accepts them (nil:
+// nothing).
+func (s *servingTable) render(owner string, sv conntrack.Serving) { s.pending[owner] = sv }
+
+// commit takes in the rendered state of every owner that has no change pending any
+// more: the kernel holds its rules.
+func (s *servingTable) commit(pending map[string]bool) {
+	for owner, sv := range s.pending {
+		if pending[owner] {
+			continue
+		}
+		delete(s.pending, owner)
+		for _, k := range s.byOwner[owner] {
+			if _, keep := sv[k]; !keep {
+				delete(s.serving, k)
+				s.gone[k] = true
+				s.stale = true
+			}
+		}
+		keys := make([]conntrack.Service, 0, len(sv))
+		for k, eps := range sv {
+			if prev, ok := s.serving[k]; !ok || !slices.Equal(prev, eps) {
+				s.stale = true
+			}
+			s.serving[k] = eps
+			delete(s.gone, k)
+			keys = append(keys, k)
+		}
+		if len(keys) == 0 {
+			delete(s.byOwner, owner)
+		} else {
+			s.byOwner[owner] = keys
+		}
+	}
+}
+
+// reconcileConntrack deletes conntrack entries that no rule would create any more,
+// after the first sync, whenever what the rules serve changed, and on resyncs.
+// Addresses of Services that went away are passed once with no endpoints, so their
+// entries go too.
+func (p *Proxy) reconcileConntrack(full bool) {
+	s := p.serving
+	if p.cfg.Conntrack == nil || !(s.stale || full) {
+		return
+	}
+	var gone []conntrack.Service
+	for k := range s.gone {
+		if _, ok := s.serving[k]; !ok {
+			s.serving[k] = nil
+			gone = append(gone, k)
+		}
+	}
+	deleted, err := p.cfg.Conntrack.Reconcile(s.serving)
+	for _, k := range gone {
+		delete(s.serving, k)
+	}
+	p.cfg.Metrics.ConntrackDeleted.Add(float64(deleted))
+	if err != nil {
+		klog.ErrorS(err, "Reconciling conntrack entries; will retry after the next sync")
+		return
+	}
+	clear(s.gone)
+	s.stale = false
+}
+
+// servingOf lists, per UDP and SCTP port of a Service, the endpoints new
+// connections may go to: the same choice the rendered rules make (none when they
+// drop or reject).
+func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) conntrack.Serving {
+	var out conntrack.Serving
+	for _, sp := range ports {
+		proto, ok := protoNumbers[sp.Name.Protocol]
+		if !ok || proto == nft.ProtoTCP || !sp.ClusterIP.Is4() || sp.Port == 0 {
+			continue
+		}
+		var to []netip.AddrPort
+		if usable, noLocal := targets(sp, eps[sp.Name], node); !noLocal {
+			for _, e := range usable {
+				to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
+			}
+		}
+		if out == nil {
+			out = conntrack.Serving{}
+		}
+		out[conntrack.Service{Proto: proto, Addr: sp.ClusterIP, Port: sp.Port}] = to
+	}
+	return out
+}

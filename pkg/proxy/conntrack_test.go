@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcproxy/svcproxy/pkg/conntrack"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// fakeConntrack holds entries as Service address -> the endpoints flows to it were
+// translated to, and reconciles them as the real reconciler does.
+type fakeConntrack struct {
+	entries map[conntrack.Service][]netip.AddrPort
+	calls   int
+	last    conntrack.Serving
+}
+
+func (f *fakeConntrack) Reconcile(serving conntrack.Serving) (uint, error) {
+	f.calls++
+	f.last = conntrack.Serving{}
+	for k, v := range serving {
+		f.last[k] = slices.Clone(v)
+	}
+	var deleted uint
+	for k, eps := range f.entries {
+		allowed, ok := serving[k]
+		if !ok {
+			continue
+		}
+		f.entries[k] = slices.DeleteFunc(eps, func(e netip.AddrPort) bool {
+			gone := !slices.Contains(allowed, e)
+			if gone {
+				deleted++
+			}
+			return gone
+		})
+	}
+	return deleted, nil
+}
+
+var (
+	dnsService = conntrack.Service{Proto: nft.ProtoUDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
+	pod1DNS    = netip.MustParseAddrPort("10.244.1.2:53")
+	pod2DNS    = netip.MustParseAddrPort("10.244.1.3:53")
+	pod3DNS    = netip.MustParseAddrPort("10.244.1.4:53")
+)
+
+func newDNS(t *testing.T, k nft.Kernel, ct *fakeConntrack, pods ...string) (*Proxy, *endpoints.Tracker) {
+	t.Helper()
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	p := New(Config{Tracker: tr, Kernel: k, Conntrack: ct})
+	tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort, dnsPort))
+	var eps []epSpec
+	for _, pod := range pods {
+		eps = append(eps, readyEP(pod))
+	}
+	tr.OnEndpointSliceAdd(testSlice("web", eps...))
+	return p, tr
+}
+
+func TestConntrackOfARemovedEndpointIsClearedWhenTheFirstAttemptFails(t *testing.T) {
+	k := nft.NewFake()
+	ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+	p, tr := newDNS(t, k, ct, "pod1")
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ct.entries[dnsService] = []netip.AddrPort{pod1DNS} // a client's flow went to pod1
+	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod3")))
+	k.FailNext = 1
+	if err := p.Sync(t.Context()); err == nil {
+		t.Fatal("sync succeeded although the kernel refused")
+	}
+	if len(ct.entries[dnsService]) != 1 {
+		t.Fatalf("entries of pod1 cleared while the kernel still sends to pod1: %v", ct.entries)
+	}
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if len(ct.entries[dnsService]) != 0 {
+		t.Fatalf("after the retry programmed pod3, conntrack still sends the flow to %v", ct.entries[dnsService])
+	}
+}
+
+func TestConntrackReconcile(t *testing.T) {
+	sctpPort := v1.ServicePort{Name: "sctp", Port: 9, Protocol: v1.ProtocolSCTP}
+	tests := []struct {
+		name      string
+		before    map[conntrack.Service][]netip.AddrPort // entries when the test starts
+		change    func(tr *endpoints.Tracker, p *Proxy)  // after the first sync
+		want      []netip.AddrPort                       // entries towards dnsService at the end
+		wantCalls int
+		wantKey   bool // dnsService in the last Serving passed
+	}{
+		{name: "first sync clears entries made while svcproxy was down",
+			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS, pod2DNS}},
+			change: func(*endpoints.Tracker, *Proxy) {}, want: []netip.AddrPort{pod1DNS}, wantCalls: 1, wantKey: true},
+		{name: "a TCP-only change does not reconcile",
+			change: func(tr *endpoints.Tracker, p *Proxy) {
+				tr.OnServiceUpdate(nil, testService("web", "10.96.0.10", true, httpPort, dnsPort)) // affinity: TCP rules change
+			},
+			wantCalls: 1, wantKey: true},
+		{name: "a resync reconciles even without changes",
+			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
+			change: func(tr *endpoints.Tracker, p *Proxy) { p.RequestResync() }, want: []netip.AddrPort{pod1DNS}, wantCalls: 2, wantKey: true},
+		{name: "endpoint replaced",
+			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
+			change: func(tr *endpoints.Tracker, p *Proxy) {
+				tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod3")))
+			},
+			want: nil, wantCalls: 2, wantKey: true},
+		{name: "deleted Service: its address is passed once with no endpoints",
+			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
+			change: func(tr *endpoints.Tracker, p *Proxy) {
+				tr.OnServiceDelete(testService("web", "10.96.0.10", false, httpPort, dnsPort))
+			},
+			want: nil, wantCalls: 2, wantKey: true},
+		{name: "SCTP ports are served too",
+			change: func(tr *endpoints.Tracker, p *Proxy) {
+				tr.OnServiceUpdate(nil, testService("web", "10.96.0.10", false, httpPort, dnsPort, sctpPort))
+			},
+			wantCalls: 2, wantKey: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+			for k, v := range tc.before {
+				ct.entries[k] = slices.Clone(v)
+			}
+			k := nft.NewFake()
+			p, tr := newDNS(t, k, ct, "pod1")
+			if err := p.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(tr, p)
+			if err := p.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := ct.entries[dnsService]; !slices.Equal(got, tc.want) {
+				t.Fatalf("entries towards %v: %v, want %v", dnsService, got, tc.want)
+			}
+			if ct.calls != tc.wantCalls {
+				t.Fatalf("%d reconciles, want %d", ct.calls, tc.wantCalls)
+			}
+			if _, ok := ct.last[dnsService]; ok != tc.wantKey {
+				t.Fatalf("last Serving %v: has %v = %v, want %v", ct.last, dnsService, ok, tc.wantKey)
+			}
+		})
+	}
+	t.Run("a deleted Service's address is dropped after one reconcile", func(t *testing.T) {
+		ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+		p, tr := newDNS(t, nft.NewFake(), ct, "pod1")
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		tr.OnServiceDelete(testService("web", "10.96.0.10", false, httpPort, dnsPort))
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if eps, ok := ct.last[dnsService]; !ok || len(eps) != 0 {
+			t.Fatalf("the sync that deleted the Service passed %v, want %v with no endpoints", ct.last, dnsService)
+		}
+		p.RequestResync()
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ct.last[dnsService]; ok || ct.calls != 3 {
+			t.Fatalf("resync after the deletion: %d calls, Serving %v; want 3 calls without %v", ct.calls, ct.last, dnsService)
+		}
+	})
+	t.Run("SCTP key", func(t *testing.T) {
+		ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+		tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+		p := New(Config{Tracker: tr, Kernel: nft.NewFake(), Conntrack: ct})
+		tr.OnServiceAdd(testService("web", "10.96.0.10", false, sctpPort))
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		key := conntrack.Service{Proto: nft.ProtoSCTP, Addr: dnsService.Addr, Port: 9}
+		if eps, ok := ct.last[key]; !ok || len(eps) != 0 {
+			t.Fatalf("Serving %v, want %v with no endpoints", ct.last, key)
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Trigger asks for a sync soon; it never blocks.
+func (p *Proxy) Trigger() {
+	now := p.cfg.Clock.Now()
+	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
+	if p.cfg.Health != nil {
+		p.cfg.Health.Queued(now)
+	}
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// RequestResync makes the next sync re-read the kernel and repair any drift.
+func (p *Proxy) RequestResync() {
+	p.mu.Lock()
+	p.needFull = true
+	p.mu.Unlock()
+}
+
+// Run syncs until ctx ends. waitReady blocks until the informers have synced, so that
+// the first full sync does not delete Services it has not heard of yet.
+func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) error {
+	if waitReady != nil && !waitReady(ctx) {
+		return fmt.Errorf("informers did not sync: %w", ctx.Err())
+	}
+	clk := p.cfg.Clock
+	resync := clk.NewTicker(nonZero(p.cfg.SyncPeriod, 30*time.Second))
+	defer resync.Stop()
+	backoff := time.Duration(0)
+	var retry <-chan time.Time
+	p.Trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.trigger:
+		case <-resync.C():
+			p.RequestResync()
+		case <-retry:
+		}
+		retry = nil
+		if wait := p.cfg.MinSyncPeriod - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-clk.After(wait):
+			}
+		}
+		// This sync takes every change queued so far; a trigger left from those
+		// changes must not cause an empty sync that restarts the MinSyncPeriod clock.
+		select {
+		case <-p.trigger:
+		default:
+		}
+		if err := p.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), p.cfg.MaxBackoff)
+			klog.ErrorS(err, "Sync failed; will retry", "backoff", backoff)
+			retry = clk.After(backoff)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+func nonZero(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

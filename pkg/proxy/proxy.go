@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// Config wires a Proxy.
+type Config struct {
+	Options
+	Tracker *endpoints.Tracker
+	Kernel  nft.Kernel
+	// Conntrack may be nil (no cleanup, e.g. the fake kernel).
+	Conntrack ConntrackReconciler
+	Metrics   *Metrics
+	Health    *Health
+	// SyncPeriod is how often the kernel is re-read and repaired (kube-proxy --sync-period).
+	SyncPeriod time.Duration
+	// MinSyncPeriod bounds how often changes are synced (kube-proxy --min-sync-period).
+	// The first change after a quiet period is synced at once.
+	MinSyncPeriod time.Duration
+	// MaxBackoff bounds the retry delay after a failed transaction.
+	MaxBackoff time.Duration
+	// Clock drives the loop's timers (nil: the real clock).
+	Clock clock.WithTicker
+	// OnRefused, when set, is called once per Service and distinct error when the
+	// kernel refuses that Service's rules (e.g. to post an Event on it).
+	OnRefused func(svc endpoints.ServiceKey, err error)
+}
+
+// Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
+// kernel view -> one transaction.
+type Proxy struct {
+	cfg     Config
+	desired *nft.Ruleset
+	view    *nft.View
+	trigger chan struct{}
+	lb      sharedChains // one value per shared chain, for every Service that uses it
+	serving *servingTable
+	refused *refusals
+
+	mu       sync.Mutex
+	needFull bool
+	lastSync time.Time
+
+	// verifiedGen is the ruleset generation at which the view was last known to equal
+	// the kernel (read, or only our own commits since). A periodic resync at that
+	// generation has nothing to compare: no program committed anything.
+	verifiedGen uint32
+	verified    bool
+	nextRead    time.Time // earliest time for the next drift-check read
+	commits     uint32    // our commits during the current Sync
+}
+
+// New returns a Proxy; Run starts it.
+func New(cfg Config) *Proxy {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	return &Proxy{
+		cfg:      cfg,
+		desired:  NewRuleset(cfg.Options),
+		trigger:  make(chan struct{}, 1),
+		lb:       sharedChains{},
+		serving:  newServingTable(),
+		refused:  &refusals{m: map[string]refusal{}},
+		needFull: true,
+	}
+}
+
+// Desired exposes the desired ruleset (read-only use: tracing, tests).
+func (p *Proxy) Desired() *nft.Ruleset { return p.desired }

@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// bigTransaction is the size above which a sync returns freed memory to the OS.
+const bigTransaction = 20000
+
+// Sync renders the Services that changed, brings the view of the kernel up to date
+// when a resync is due, and applies the difference (see applyDirty). What the kernel
+// accepted is then recorded: Services it refused (see refusals), where UDP and SCTP
+// traffic may go (see servingTable), and conntrack is reconciled with it.
+func (p *Proxy) Sync(ctx context.Context) error {
+	start := p.cfg.Clock.Now()
+	p.mu.Lock()
+	full := p.needFull
+	p.mu.Unlock()
+
+	snap, changed, firstEvent := p.cfg.Tracker.Take()
+	for k := range changed {
+		ports := snap.ServicePortsOf(k)
+		owner := ServiceOwner(k)
+		p.desired.SetFragment(owner, p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName)))
+		p.serving.render(owner, servingOf(ports, snap.Endpoints, p.cfg.NodeName))
+	}
+	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
+
+	p.commits = 0
+	gen0, genErr := p.cfg.Kernel.Generation(ctx)
+	read, err := p.refreshView(ctx, full, start, gen0, genErr)
+	if err != nil {
+		p.fail()
+		return err
+	}
+	objects, syncErr := p.applyChanges(ctx)
+	p.settle()
+	if syncErr != nil && objects == 0 {
+		return syncErr
+	}
+	if syncErr == nil {
+		p.mu.Lock()
+		p.needFull = false
+		p.mu.Unlock()
+	}
+	p.noteGeneration(ctx, gen0, genErr, read)
+	p.reconcileConntrack(full)
+	releaseMemory(objects)
+	p.recordSync(start, full, len(changed), objects, firstEvent, syncErr == nil)
+	return syncErr
+}
+
+// settle records what the kernel now holds: every owner whose changes are no longer
+// pending has been programmed (or had nothing to program).
+func (p *Proxy) settle() {
+	pending := map[string]bool{}
+	for _, o := range p.desired.DirtyOwners() {
+		pending[o] = true
+	}
+	p.serving.commit(pending)
+	p.refused.settle(pending)
+	list := p.refused.list()
+	p.cfg.Metrics.RefusedServices.Set(float64(len(list)))
+	if p.cfg.Health != nil {
+		p.cfg.Health.SetRefused(list)
+	}
+}
+
+// releaseMemory hands the memory of a big transaction back to the OS: a cold load
+// builds hundreds of MiB of netlink messages that are garbage once the kernel
+// answered, and the process would otherwise stay at its peak size until the next GC
+// cycles.
+func releaseMemory(objects int) {
+	if objects > bigTransaction {
+		debug.FreeOSMemory()
+	}
+}
+
+// recordSync updates metrics and health after a sync that changed the kernel or
+// found nothing to change; ok reports that nothing was refused.
+func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, firstEvent time.Time, ok bool) {
+	end := p.cfg.Clock.Now()
+	if services > 0 || objects > 0 {
+		p.lastSync = end // burst control counts syncs that did something
+	}
+	elapsed := end.Sub(start).Seconds()
+	p.cfg.Metrics.SyncDuration.Observe(elapsed)
+	if full {
+		p.cfg.Metrics.FullSyncDuration.Observe(elapsed)
+	} else {
+		p.cfg.Metrics.PartialSyncDuration.Observe(elapsed)
+	}
+	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
+	p.cfg.Metrics.TxObjects.Observe(float64(objects))
+	if !firstEvent.IsZero() {
+		p.cfg.Metrics.ProgrammingLatency.Observe(end.Sub(firstEvent).Seconds())
+	}
+	// Like kube-proxy, whose failed sync never updates lastUpdated: a refused
+	// Service is a queued change not programmed, and health says so after the
+	// timeout.
+	if p.cfg.Health != nil && ok {
+		p.cfg.Health.Synced(end)
+	}
+	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
+}
+
+func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }
