@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -16,7 +17,7 @@ func TestKernelRefusalNamesReasonAndOwner(t *testing.T) {
 	ns := netnstest.New(t, "extack")
 	k := &Netlink{NetNSFd: ns.Fd}
 	base := sampleRuleset()
-	if err := k.Apply(PlanFull(base, NewView())); err != nil {
+	if err := k.Apply(context.Background(), PlanFull(base, NewView())); err != nil {
 		t.Fatal(err)
 	}
 	long := "svc-" + strings.Repeat("n", 300)
@@ -39,13 +40,13 @@ func TestKernelRefusalNamesReasonAndOwner(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sampleRuleset()
-			v, err := k.Read(FamilyIPv4, "sample")
+			v, err := k.Read(context.Background(), FamilyIPv4, "sample")
 			if err != nil {
 				t.Fatal(err)
 			}
 			PlanFull(r, v) // nothing left dirty
 			r.SetFragment("svc:ns/long", tc.frag)
-			err = k.Apply(Plan(r, v))
+			err = k.Apply(context.Background(), Plan(r, v))
 			if err == nil {
 				t.Fatal("the kernel accepted the batch")
 			}

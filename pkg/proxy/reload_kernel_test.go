@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +61,7 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 	services(tr)
 	rec := &recordingKernel{Kernel: e.kernel}
 	p2 := New(Config{Tracker: tr, Kernel: rec, Options: e.p.cfg.Options})
-	if err := p2.Sync(); err != nil {
+	if err := p2.Sync(t.Context()); err != nil {
 		t.Fatalf("svcproxy on the reloaded table: %v", err)
 	}
 	for _, tx := range rec.txs {
@@ -80,7 +81,7 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 	check("after adoption")
 	rec.txs = nil
 	p2.RequestResync()
-	if err := p2.Sync(); err != nil {
+	if err := p2.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, tx := range rec.txs {
@@ -95,7 +96,7 @@ type recordingKernel struct {
 	txs []*nft.Tx
 }
 
-func (r *recordingKernel) Apply(tx *nft.Tx) error {
+func (r *recordingKernel) Apply(ctx context.Context, tx *nft.Tx) error {
 	r.txs = append(r.txs, tx)
-	return r.Kernel.Apply(tx)
+	return r.Kernel.Apply(ctx, tx)
 }
