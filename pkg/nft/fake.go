@@ -114,6 +114,19 @@ func (f *Fake) Apply(tx *Tx) error {
 		}
 		next.elems[e.ID()] = e
 	}
+	// As Netlink.Apply: sets go before chains, and a deleted set takes its elements
+	// (and their references to chains) with it.
+	for _, name := range tx.DelSets {
+		if _, ok := v.Sets[name]; !ok {
+			return fmt.Errorf("fake: delete missing set %s", name)
+		}
+		delete(v.Sets, name)
+		for id, e := range next.elems {
+			if e.Set == name {
+				delete(next.elems, id)
+			}
+		}
+	}
 	for _, name := range tx.DelChains {
 		if _, ok := v.Chains[name]; !ok {
 			return fmt.Errorf("fake: delete missing chain %s", name)
@@ -123,9 +136,6 @@ func (f *Fake) Apply(tx *Tx) error {
 	}
 	if err := next.checkReferences(); err != nil {
 		return err
-	}
-	for _, name := range tx.DelSets {
-		delete(v.Sets, name)
 	}
 	v.TableExists = true
 	f.tables[fakeKey(tx.Family, tx.Table)] = next
