@@ -175,7 +175,7 @@ func (f *Fake) Read(family Family, table string) (*View, error) {
 	if t == nil {
 		return out, nil
 	}
-	out.TableExists = true
+	out.TableExists, out.TableFlags = true, t.view.TableFlags
 	for k, v := range t.view.Sets {
 		out.Sets[k] = v
 	}
