@@ -118,6 +118,19 @@ func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
 		}
 		next.elems[e.ID()] = e
 	}
+	// As Netlink.Apply: sets go before chains, and a deleted set takes its elements
+	// (and their references to chains) with it.
+	for _, name := range tx.DelSets {
+		if _, ok := v.Sets[name]; !ok {
+			return fmt.Errorf("fake: delete missing set %s", name)
+		}
+		delete(v.Sets, name)
+		for id, e := range next.elems {
+			if e.Set == name {
+				delete(next.elems, id)
+			}
+		}
+	}
 	for _, name := range tx.DelChains {
 		if _, ok := v.Chains[name]; !ok {
 			return fmt.Errorf("fake: delete missing chain %s", name)
@@ -127,9 +140,6 @@ func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
 	}
 	if err := next.checkReferences(); err != nil {
 		return err
-	}
-	for _, name := range tx.DelSets {
-		delete(v.Sets, name)
 	}
 	v.TableExists = true
 	f.tables[fakeKey(tx.Family, tx.Table)] = next
@@ -172,7 +182,7 @@ func (f *Fake) Read(ctx context.Context, family Family, table string) (*View, er
 	if t == nil {
 		return out, nil
 	}
-	out.TableExists = true
+	out.TableExists, out.TableFlags = true, t.view.TableFlags
 	for k, v := range t.view.Sets {
 		out.Sets[k] = v
 	}

@@ -126,12 +126,17 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 	if err := sendElements(c, t, tx.AddElements, true); err != nil {
 		return err
 	}
+	// Empty every chain to delete before deleting any, then the sets, then the chains:
+	// rules and verdict-map elements (ours or another program's) may refer to any of
+	// them, and the kernel refuses to delete a chain or set still referred to.
 	for _, name := range tx.DelChains {
 		c.FlushChain(&nftables.Chain{Table: t, Name: name})
-		c.DelChain(&nftables.Chain{Table: t, Name: name})
 	}
 	for _, name := range tx.DelSets {
 		c.DelSet(&nftables.Set{Table: t, Name: name})
+	}
+	for _, name := range tx.DelChains {
+		c.DelChain(&nftables.Chain{Table: t, Name: name})
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("encode batch: %w", err)
@@ -298,15 +303,6 @@ func ruleUserData(r Rule) []byte {
 	}
 	h := r.Hash()
 	return userdata.Append(ud, ruleHashType, []byte{byte(h >> 56), byte(h >> 48), byte(h >> 40), byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)})
-}
-
-func ruleHashOf(ud []byte) uint64 {
-	b := userdata.Get(ud, ruleHashType)
-	var h uint64
-	for _, x := range b {
-		h = h<<8 | uint64(x)
-	}
-	return h
 }
 
 // sendElements batches elements per set, a bounded number per message.

@@ -5,7 +5,8 @@ import "sort"
 // Tx is one atomic transaction, applied in this order: create the table, sets and new
 // chains; delete stale elements; replace the rules of changed chains; add elements
 // (after the rules, so that binding a rule to a map walks as few elements as possible);
-// delete chains nothing references any more; delete stale sets.
+// empty the chains to delete, delete stale sets, then those chains (whatever refers
+// to what, nothing left refers to them by then).
 type Tx struct {
 	Family Family
 	Table  string
@@ -82,6 +83,9 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 			tx.NewChains = append(tx.NewChains, want)
 			tx.Chains = append(tx.Chains, want)
 		case wanted && !cur.equal(want):
+			if cur.Policy != "" && want.Hook != nil {
+				tx.NewChains = append(tx.NewChains, want) // re-adding it restores policy accept
+			}
 			tx.Chains = append(tx.Chains, want)
 		case !wanted && exists:
 			tx.DelChains = append(tx.DelChains, name)
@@ -143,16 +147,22 @@ func (r *Ruleset) Requeue(tx *Tx) {
 }
 
 // Compatible reports whether the kernel's table can be brought to the desired state
-// in place: the kernel refuses to redefine a set, or to turn a chain into a base
-// chain, so after an upgrade that changed either the table must be recreated.
+// in place: the kernel refuses to redefine a set, or to change a chain's hook or to
+// turn a chain into a base chain, so after an upgrade that changed either, or when
+// another program redefined one of our objects (or set flags on the table), the
+// table must be recreated. Foreign objects under names we do not use are not a reason:
+// the plan deletes them.
 func Compatible(desired *Ruleset, v *View) bool {
+	if v.TableFlags != 0 {
+		return false
+	}
 	for name, s := range desired.Sets {
 		if cur, ok := v.Sets[name]; ok && !setsEqual(cur, s) {
 			return false
 		}
 	}
 	for name, c := range desired.Chains {
-		if cur, ok := v.Chains[name]; ok && (cur.Hook == nil) != (c.Hook == nil) {
+		if cur, ok := v.Chains[name]; ok && ((cur.Hook == nil) != (c.Hook == nil) || (cur.Hook != nil && *cur.Hook != *c.Hook)) {
 			return false
 		}
 	}

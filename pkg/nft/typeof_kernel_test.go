@@ -34,7 +34,12 @@ func TestKernelTypeofUserDataMatchesNft(t *testing.T) {
 		ns.MustRun(t, "nft", "add "+tc.decl[:3]+" ip u "+tc.decl[4:])
 	}
 	got := map[string][]byte{}
-	msgs, err := k.dump(unix.NFT_MSG_GETSET, FamilyIPv4, []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte("u\x00")}})
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: k.NetNSFd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs, err := dumpOn(conn, unix.NFT_MSG_GETSET, FamilyIPv4, []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte("u\x00")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,11 @@ import (
 // date in memory after every successful transaction.
 type View struct {
 	TableExists bool
-	Sets        map[string]*Set
-	Chains      map[string]ChainView
+	// TableFlags are the table's flags as read (svcproxy writes none; dormant, for
+	// one, turns every hook off).
+	TableFlags uint32
+	Sets       map[string]*Set
+	Chains     map[string]ChainView
 	// Elements maps Element.ID to valueHash: what a diff needs, at a fraction of the
 	// memory of the elements themselves (there can be hundreds of thousands).
 	Elements map[string]uint64
@@ -20,8 +23,10 @@ type View struct {
 
 // ChainView is a chain as the kernel holds it.
 type ChainView struct {
-	Hook  *ChainHook
-	Rules []uint64 // Rule.Hash of each rule, in order
+	Hook *ChainHook
+	// Policy is empty for svcproxy's policy (accept), else what the kernel holds.
+	Policy string
+	Rules  []uint64 // Rule.Hash of each rule, in order
 }
 
 // NewView returns the view of a table that does not exist.
@@ -38,7 +43,7 @@ func chainViewOf(c *Chain) ChainView {
 }
 
 func (v ChainView) equal(c *Chain) bool {
-	if (v.Hook == nil) != (c.Hook == nil) || (v.Hook != nil && *v.Hook != *c.Hook) || len(v.Rules) != len(c.Rules) {
+	if (v.Hook == nil) != (c.Hook == nil) || (v.Hook != nil && *v.Hook != *c.Hook) || v.Policy != "" || len(v.Rules) != len(c.Rules) {
 		return false
 	}
 	for i, r := range c.Rules {

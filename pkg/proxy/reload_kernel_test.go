@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,14 +88,4 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 			t.Fatalf("a resync after adoption still changes %d objects", tx.Size())
 		}
 	}
-}
-
-type recordingKernel struct {
-	nft.Kernel
-	txs []*nft.Tx
-}
-
-func (r *recordingKernel) Apply(ctx context.Context, tx *nft.Tx) error {
-	r.txs = append(r.txs, tx)
-	return r.Kernel.Apply(ctx, tx)
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every Fuzz* target of the module for FUZZTIME (default 10s) each, one after the
+# other (go test -fuzz takes one target at a time). Targets are found with
+# `go test -list '^Fuzz' ./...`, so new ones anywhere in the module are picked up.
+# Seed corpora live in each package's testdata/fuzz/<Target>/; an input that fails
+# is written there too, ready to commit as a regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+# -list prints a package's matching names, then "ok  <package> <time>".
+listing=$(go test -list '^Fuzz' ./...)
+targets=$(awk '/^Fuzz/ { names = names " " $1 } /^ok / { n = split(names, a, " "); for (i = 1; i <= n; i++) print $2, a[i]; names = "" }' <<<"$listing")
+if [ -z "$targets" ]; then
+  echo "fuzz: no Fuzz targets found"
+  exit 1
+fi
+count=0
+while read -r pkg target; do
+  echo "fuzz: $pkg $target for $fuzztime"
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+  count=$((count + 1))
+done <<<"$targets"
+echo "fuzz: $count targets passed"
