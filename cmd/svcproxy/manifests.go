@@ -224,7 +224,7 @@ func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
 	if len(f.problems) == 0 && len(prevProblems) > 0 {
 		klog.InfoS("Manifest file is valid again", "file", name)
 	}
-	klog.V(2).InfoS("Manifest file changed", "file", name, "services", len(f.applied.Services), "endpointSlices", len(f.applied.EndpointSlices))
+	klog.InfoS("Manifest file changed", "file", name, "services", len(f.applied.Services), "endpointSlices", len(f.applied.EndpointSlices))
 	return true
 }
 

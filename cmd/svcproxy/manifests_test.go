@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
 func svcDoc(name, ip string) string {
@@ -408,4 +411,22 @@ func captureKlog(t *testing.T) func() string {
 		klog.LogToStderr(true)
 	})
 	return func() string { klog.Flush(); return buf.String() }
+}
+
+// TestManifestErrorsMetric: the count of bad documents reaches the registry as
+// svcproxy_manifest_errors.
+func TestManifestErrorsMetric(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "x.yaml"), svcDoc("a", "10.96.0.1")+"---\nkind: [\n---\nmetadata: {}\n")
+	reg := prometheus.NewRegistry()
+	m := proxy.NewMetrics(reg)
+	w := newManifestWatcher(dir, endpoints.NewTracker(endpoints.TrackerOptions{}), m.ManifestErrors)
+	w.poll()
+	w.poll()
+	if n, err := testutil.GatherAndCount(reg, "svcproxy_manifest_errors"); err != nil || n != 1 {
+		t.Fatalf("svcproxy_manifest_errors series: %d, %v", n, err)
+	}
+	if v := testutil.ToFloat64(m.ManifestErrors); v != 2 {
+		t.Errorf("svcproxy_manifest_errors = %v, want 2", v)
+	}
 }
