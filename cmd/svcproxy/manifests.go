@@ -219,7 +219,11 @@ func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
 		return true
 	}
 	for _, p := range f.problems {
-		klog.InfoS("Skipping manifest document", "file", p.File, "document", p.Doc, "item", p.Item, "reason", p.Reason)
+		kv := []any{"file", p.File, "document", p.Doc}
+		if p.Item >= 0 {
+			kv = append(kv, "item", p.Item)
+		}
+		klog.InfoS("Skipping manifest document", append(kv, "reason", p.Reason)...)
 	}
 	if len(f.problems) == 0 && len(prevProblems) > 0 {
 		klog.InfoS("Manifest file is valid again", "file", name)

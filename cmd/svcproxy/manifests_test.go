@@ -170,8 +170,8 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	if r.errs.v != 2 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 2", r.errs.v)
 	}
-	for _, s := range []string{`"Skipping manifest document" file="b-mixed.yaml" document=0 item=-1 reason="Service default/b: json: cannot unmarshal string`,
-		`"Skipping manifest document" file="c-nokind.yaml" document=0 item=-1 reason="no kind"`} {
+	for _, s := range []string{`"Skipping manifest document" file="b-mixed.yaml" document=0 reason="Service default/b: json: cannot unmarshal string`,
+		`"Skipping manifest document" file="c-nokind.yaml" document=0 reason="no kind"`} {
 		if n := strings.Count(logs(), s); n != 1 {
 			t.Errorf("log has %d lines %s, want 1:\n%s", n, s, logs())
 		}
@@ -202,7 +202,7 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	if r.errs.v != 2 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 2", r.errs.v)
 	}
-	if !strings.Contains(logs(), `"Skipping manifest document" file="b-mixed.yaml" document=1 item=-1 reason="not valid YAML`) {
+	if !strings.Contains(logs(), `"Skipping manifest document" file="b-mixed.yaml" document=1 reason="not valid YAML`) {
 		t.Errorf("the invalid YAML is not logged:\n%s", logs())
 	}
 }
