@@ -28,13 +28,13 @@ const (
 // watchManifests feeds the tracker with the manifests in dir, then keeps doing so
 // as files change. The returned function blocks until the first content of every
 // file has been fed (or manifestStartPolls have passed), so that the first sync
-// does not drop Services that are still being read. errors is set to the number of
+// does not drop Services that are still being read. errCount is set to the number of
 // documents currently skipped.
-func watchManifests(ctx context.Context, dir string, tracker *endpoints.Tracker, errors gauge) (func(context.Context) bool, error) {
+func watchManifests(ctx context.Context, dir string, tracker *endpoints.Tracker, errCount gauge) (func(context.Context) bool, error) {
 	if _, err := os.ReadDir(dir); err != nil {
 		return nil, fmt.Errorf("read manifests dir: %w", err)
 	}
-	w := newManifestWatcher(dir, tracker, errors)
+	w := newManifestWatcher(dir, tracker, errCount)
 	t := time.NewTicker(manifestPoll)
 	go func() {
 		defer t.Stop()
@@ -52,14 +52,14 @@ type gauge interface{ Set(float64) }
 // caught half-written, even one that still parses, waits for the writer to finish.
 // A file that disappears is dropped only once it stayed gone for a poll too.
 type manifestWatcher struct {
-	dir     string
-	tracker *endpoints.Tracker
-	errors  gauge
-	files   map[string]*watchedFile
-	fed     *manifests.Objects // what the tracker was fed
-	dirErr  string             // the last error reading dir, logged once
-	polls   int
-	ready   chan struct{}
+	dir      string
+	tracker  *endpoints.Tracker
+	errCount gauge
+	files    map[string]*watchedFile
+	fed      *manifests.Objects // what the tracker was fed
+	dirErr   string             // the last error reading dir, logged once
+	polls    int
+	ready    chan struct{}
 }
 
 type watchedFile struct {
@@ -81,8 +81,8 @@ func (o observation) equal(p observation) bool {
 	return o.stamp == p.stamp && o.err == p.err && bytes.Equal(o.data, p.data)
 }
 
-func newManifestWatcher(dir string, tracker *endpoints.Tracker, errors gauge) *manifestWatcher {
-	return &manifestWatcher{dir: dir, tracker: tracker, errors: errors, files: map[string]*watchedFile{},
+func newManifestWatcher(dir string, tracker *endpoints.Tracker, errCount gauge) *manifestWatcher {
+	return &manifestWatcher{dir: dir, tracker: tracker, errCount: errCount, files: map[string]*watchedFile{},
 		fed: &manifests.Objects{}, ready: make(chan struct{})}
 }
 
@@ -247,8 +247,8 @@ func (w *manifestWatcher) feed() {
 	}
 	feed(w.tracker, all, w.fed)
 	w.fed = all
-	if w.errors != nil {
-		w.errors.Set(float64(problems))
+	if w.errCount != nil {
+		w.errCount.Set(float64(problems))
 	}
 }
 

@@ -100,7 +100,7 @@ func eachDocument(data []byte, fn func(doc int, raw []byte, err error)) {
 	}
 }
 
-// object decodes one JSON object at loc; inList is false for a List's items.
+// object decodes one JSON object at loc; listOK is false for a List's items.
 func (f *File) object(loc Problem, js []byte, listOK bool) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(js, &fields); err != nil {
