@@ -59,10 +59,13 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, 2
 	}
-	objs, err := loadManifests(*dir)
+	objs, problems, err := loadManifests(*dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return nil, nil, 1
+	}
+	for _, p := range problems {
+		fmt.Fprintf(os.Stderr, "skipping %s\n", p)
 	}
 	o := &options{clusterCIDR: *cidr}
 	if err := o.validateClusterCIDR(); err != nil {
@@ -120,11 +123,13 @@ func splitHostPort(s string) (netip.Addr, uint16, error) {
 	return a, uint16(p), nil
 }
 
-func loadManifests(dir string) (*manifests.Objects, error) {
+// loadManifests reads dir (default: the embedded seed example): the usable objects,
+// and the documents that are not.
+func loadManifests(dir string) (*manifests.Objects, []manifests.Problem, error) {
 	if dir == "" {
-		return manifests.Load(deploy.Examples, "examples")
+		return manifests.Read(deploy.Examples, "examples")
 	}
-	return manifests.Load(os.DirFS(dir), ".")
+	return manifests.Read(os.DirFS(dir), ".")
 }
 
 // feed applies the difference between prev and cur manifests to the tracker.

@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -25,7 +23,6 @@ import (
 
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
-	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
@@ -86,7 +83,7 @@ func serve(ctx context.Context, o *options) error {
 
 	var waitReady func(context.Context) bool
 	if o.manifests != "" {
-		waitReady, err = watchManifests(ctx, o.manifests, tracker)
+		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
 	} else {
 		waitReady, err = watchCluster(ctx, o, tracker)
 	}
@@ -165,56 +162,4 @@ func watchCluster(ctx context.Context, o *options, tracker *endpoints.Tracker) (
 	return func(ctx context.Context) bool {
 		return cache.WaitForCacheSync(ctx.Done(), synced)
 	}, nil
-}
-
-// watchManifests loads dir into the tracker and reloads it when a file changes.
-func watchManifests(ctx context.Context, dir string, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
-	objs, err := manifests.Load(os.DirFS(dir), ".")
-	if err != nil {
-		return nil, err
-	}
-	feed(tracker, objs, nil)
-	stamp := dirStamp(dir)
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			s := dirStamp(dir)
-			if s == stamp {
-				continue
-			}
-			next, err := manifests.Load(os.DirFS(dir), ".")
-			if err != nil {
-				klog.ErrorS(err, "Reloading manifests; keeping the previous ones", "dir", dir)
-				stamp = s
-				continue
-			}
-			klog.InfoS("Manifests changed", "dir", dir)
-			feed(tracker, next, objs)
-			objs, stamp = next, s
-		}
-	}()
-	return nil, nil
-}
-
-func dirStamp(dir string) string {
-	entries, _ := os.ReadDir(dir)
-	var parts []string
-	for _, e := range entries {
-		switch filepath.Ext(e.Name()) {
-		case ".yaml", ".yml", ".json":
-		default:
-			continue // only manifests; a log file beside them must not trigger reloads
-		}
-		if info, err := e.Info(); err == nil {
-			parts = append(parts, fmt.Sprintf("%s:%d:%d", filepath.Base(e.Name()), info.Size(), info.ModTime().UnixNano()))
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "|")
 }

@@ -1,22 +1,19 @@
 // Package manifests reads Service and EndpointSlice YAML files, so svcproxy can run
 // without a cluster: `svcproxy render -f DIR` and `svcproxy --manifests DIR`.
+//
+// Each document (and each item of a List) is decoded on its own: one that does not
+// decode is reported as a Problem naming its file and index, and the rest are used.
 package manifests
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Objects are the proxied kinds found in a set of manifests.
@@ -25,73 +22,79 @@ type Objects struct {
 	EndpointSlices []*discoveryv1.EndpointSlice
 }
 
-var decoder = func() runtime.Decoder {
-	s := runtime.NewScheme()
-	_ = v1.AddToScheme(s)
-	_ = discoveryv1.AddToScheme(s)
-	return serializer.NewCodecFactory(s).UniversalDeserializer()
-}()
+// Add appends o2's objects to o's.
+func (o *Objects) Add(o2 *Objects) {
+	if o2 == nil {
+		return
+	}
+	o.Services = append(o.Services, o2.Services...)
+	o.EndpointSlices = append(o.EndpointSlices, o2.EndpointSlices...)
+}
 
-// Load reads every *.yaml, *.yml and *.json file directly in dir of fsys, in name
-// order. Kinds other than Service and EndpointSlice are skipped; a document that
-// does not decode is an error naming the file.
+// Keys names the objects, Services first.
+func (o *Objects) Keys() []Key {
+	var keys []Key
+	for _, s := range o.Services {
+		keys = append(keys, Key{"Service", s.Namespace, s.Name})
+	}
+	for _, s := range o.EndpointSlices {
+		keys = append(keys, Key{"EndpointSlice", s.Namespace, s.Name})
+	}
+	return keys
+}
+
+// IsManifest tells whether a file name is read as a manifest: *.yaml, *.yml, *.json.
+func IsManifest(name string) bool {
+	switch path.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Load is Read for callers that want all or nothing (the embedded example, tests):
+// any problem is an error.
 func Load(fsys fs.FS, dir string) (*Objects, error) {
+	objs, problems, err := Read(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = errors.New(p.String())
+		}
+		return nil, errors.Join(errs...)
+	}
+	return objs, nil
+}
+
+// Read reads every manifest file directly in dir of fsys, in name order, and
+// returns the usable objects and the problems of the others. Only a directory that
+// cannot be read is an error.
+func Read(fsys fs.FS, dir string) (*Objects, []Problem, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("read manifests dir %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("read manifests dir %s: %w", dir, err)
 	}
 	var names []string
 	for _, e := range entries {
-		ext := path.Ext(e.Name())
-		if !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+		if !e.IsDir() && IsManifest(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
 	sort.Strings(names)
 	out := &Objects{}
+	var problems []Problem
 	for _, name := range names {
 		data, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
-		if err := out.decodeAll(data); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return out, nil
-}
-
-func (o *Objects) decodeAll(data []byte) error {
-	r := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for i := 0; ; i++ {
-		var raw runtime.RawExtension
-		if err := r.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(bytes.TrimSpace(raw.Raw)) == 0 || strings.TrimSpace(string(raw.Raw)) == "null" {
+			problems = append(problems, Problem{File: name, Item: -1, Reason: fmt.Sprintf("read: %v", err)})
 			continue
 		}
-		obj, _, err := decoder.Decode(raw.Raw, nil, nil)
-		if err != nil {
-			if runtime.IsNotRegisteredError(err) {
-				continue
-			}
-			return fmt.Errorf("document %d: %w", i, err)
-		}
-		switch x := obj.(type) {
-		case *v1.Service:
-			o.Services = append(o.Services, x)
-		case *discoveryv1.EndpointSlice:
-			o.EndpointSlices = append(o.EndpointSlices, x)
-		case *v1.List: // what `kubectl get svc,endpointslices -o yaml` writes
-			for _, item := range x.Items {
-				if err := o.decodeAll(item.Raw); err != nil {
-					return fmt.Errorf("document %d: %w", i, err)
-				}
-			}
-		}
+		f := Decode(name, data)
+		out.Add(f.Apply(nil))
+		problems = append(problems, f.Problems...)
 	}
+	return out, problems, nil
 }

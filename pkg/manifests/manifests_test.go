@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,14 +86,15 @@ func summarize(o *Objects) summary {
 	return s
 }
 
-func TestLoad(t *testing.T) {
+func TestRead(t *testing.T) {
 	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
 	for _, tc := range []struct {
-		name    string
-		fs      fstest.MapFS
-		dir     string
-		want    summary
-		wantErr []string // substrings of the error
+		name     string
+		fs       fstest.MapFS
+		dir      string
+		want     summary
+		problems []string // substrings of each problem, in order
+		wantErr  []string // substrings of the error
 	}{
 		{
 			name: "multi-document YAML with empty, null and comment-only documents",
@@ -151,24 +153,46 @@ func TestLoad(t *testing.T) {
 			want: summary{Services: []string{"default/x"}},
 		},
 		{
-			name:    "malformed YAML names the file and the document",
-			fs:      fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")), "b-bad.yaml": file(svcYAML("b", "10.96.0.2") + "---\nkind: Service\n  metadata: [oops\n")},
-			wantErr: []string{"b-bad.yaml", "document 1"},
+			name: "malformed YAML: the file and document are named, the file's other documents and the other files are used",
+			fs: fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")),
+				"b-bad.yaml": file(svcYAML("b", "10.96.0.2") + "---\nkind: Service\n  metadata: [oops\n---\n" + sliceYAML("b", "10.244.1.2"))},
+			want:     summary{Services: []string{"default/a", "default/b"}, Slices: []string{"default/b-abc:1"}},
+			problems: []string{"b-bad.yaml: document 1: not valid YAML"},
 		},
 		{
-			name:    "a field of the wrong type names the file",
-			fs:      fstest.MapFS{"ports.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "port: 80", "port: eighty", 1))},
-			wantErr: []string{"ports.yaml", "document 0"},
+			name:     "a field of the wrong type (port: \"80\") skips that document only",
+			fs:       fstest.MapFS{"ports.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "port: 80", `port: "80"`, 1) + "---\n" + svcYAML("b", "10.96.0.2"))},
+			want:     summary{Services: []string{"default/b"}},
+			problems: []string{"ports.yaml: document 0: Service default/a: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"},
 		},
 		{
-			name:    "a document without kind names the file",
-			fs:      fstest.MapFS{"nokind.yaml": file("apiVersion: v1\nmetadata: {name: x}\n")},
-			wantErr: []string{"nokind.yaml"},
+			name:     "a document without kind",
+			fs:       fstest.MapFS{"nokind.yaml": file("apiVersion: v1\nmetadata: {name: x}\n---\n" + svcYAML("a", "10.96.0.1")), "ok.yaml": file(svcYAML("b", "10.96.0.2"))},
+			want:     summary{Services: []string{"default/a", "default/b"}},
+			problems: []string{"nokind.yaml: document 0: no kind"},
 		},
 		{
-			name:    "truncated JSON names the file",
-			fs:      fstest.MapFS{"ok.yaml": file(svcYAML("a", "10.96.0.1")), "trunc.json": file(svcJSON[:40])},
-			wantErr: []string{"trunc.json"},
+			name:     "truncated JSON: the objects before the cut are used",
+			fs:       fstest.MapFS{"ok.yaml": file(svcYAML("a", "10.96.0.1")), "trunc.json": file(svcJSON + "\n" + bigSliceJSON(3)[:60])},
+			want:     summary{Services: []string{"default/a", "ns/json-svc"}},
+			problems: []string{"trunc.json: document 1: not valid JSON"},
+		},
+		{
+			name:     "a bad document separator",
+			fs:       fstest.MapFS{"sep.yaml": file(svcYAML("a", "10.96.0.1") + "--- x\n" + svcYAML("b", "10.96.0.2"))},
+			want:     summary{Services: []string{"default/b"}},
+			problems: []string{"sep.yaml: document 0: not valid YAML: invalid Yaml document separator"},
+		},
+		{
+			name:     "a Service of an apiVersion not read, a Service without a name, a scalar document",
+			fs:       fstest.MapFS{"x.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "apiVersion: v1", "apiVersion: v2", 1) + "---\nkind: Service\napiVersion: v1\n---\nhello\n---\n" + svcYAML("b", "10.96.0.2"))},
+			want:     summary{Services: []string{"default/b"}},
+			problems: []string{`x.yaml: document 0: Service default/a: apiVersion "v2" is not read, only "v1"`, "x.yaml: document 1: Service without metadata.name", "x.yaml: document 2: not an object"},
+		},
+		{
+			name: "a directory named like a manifest is not read",
+			fs:   fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")), "d.yaml": &fstest.MapFile{Mode: fs.ModeDir}},
+			want: summary{Services: []string{"default/a"}},
 		},
 		{
 			name:    "missing directory",
@@ -182,7 +206,7 @@ func TestLoad(t *testing.T) {
 			if dir == "" {
 				dir = "."
 			}
-			got, err := Load(tc.fs, dir)
+			got, problems, err := Read(tc.fs, dir)
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Load succeeded with %+v, want an error", summarize(got))
@@ -198,8 +222,9 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("Load: %v", err)
 			}
 			if s := summarize(got); !reflect.DeepEqual(s, tc.want) {
-				t.Fatalf("Load =\n %+v\nwant\n %+v", s, tc.want)
+				t.Errorf("Load =\n %+v\nwant\n %+v", s, tc.want)
 			}
+			checkProblems(t, problems, tc.problems)
 		})
 	}
 }
@@ -207,9 +232,9 @@ func TestLoad(t *testing.T) {
 // TestLoadDecodesFields checks that decoded objects carry their content, not just
 // their names.
 func TestLoadDecodesFields(t *testing.T) {
-	got, err := Load(deploy.Examples, "examples")
-	if err != nil {
-		t.Fatal(err)
+	got, problems, err := Read(deploy.Examples, "examples")
+	if err != nil || problems != nil {
+		t.Fatal(err, problems)
 	}
 	if len(got.Services) != 1 || len(got.EndpointSlices) != 1 {
 		t.Fatalf("seed example: %+v", summarize(got))
@@ -258,11 +283,38 @@ items:
   addressType: IPv4
   endpoints: [{addresses: [10.244.1.9]}]
 `)}}
-	objs, err := Load(fsys, ".")
-	if err != nil {
-		t.Fatal(err)
+	objs, problems, err := Read(fsys, ".")
+	if err != nil || problems != nil {
+		t.Fatal(err, problems)
 	}
 	if len(objs.Services) != 1 || len(objs.EndpointSlices) != 1 || objs.Services[0].Name != "web" {
 		t.Fatalf("List items not loaded: %d services, %d slices", len(objs.Services), len(objs.EndpointSlices))
+	}
+}
+
+// checkProblems compares problems with substrings, one per problem in order.
+func checkProblems(t *testing.T, got []Problem, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("problems %q, want %d like %q", got, len(want), want)
+		return
+	}
+	for i, p := range got {
+		if !strings.Contains(p.String(), want[i]) {
+			t.Errorf("problem %d is %q, want it to contain %q", i, p, want[i])
+		}
+	}
+}
+
+func TestLoadIsStrict(t *testing.T) {
+	fsys := fstest.MapFS{"a.yaml": {Data: []byte(svcYAML("a", "10.96.0.1"))}, "b.yaml": {Data: []byte("kind: [\n---\nmetadata: {}\n")}}
+	objs, err := Load(fsys, ".")
+	if err == nil || objs != nil {
+		t.Fatalf("Load = %v, %v; want an error", objs, err)
+	}
+	for _, s := range []string{"b.yaml: document 0: not valid YAML", "b.yaml: document 1: no kind"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q lacks %q", err, s)
+		}
 	}
 }

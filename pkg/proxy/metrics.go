@@ -23,6 +23,7 @@ type Metrics struct {
 	KernelReadDuration  prometheus.Histogram
 	HealthzTotal        *prometheus.CounterVec
 	LivezTotal          *prometheus.CounterVec
+	ManifestErrors      prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -62,11 +63,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
 		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubeproxy_proxy_livez_total",
 			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
+		ManifestErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_manifest_errors",
+			Help: "With --manifests: documents (or List items) currently skipped because they do not decode or their file cannot be read"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
 			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.RefusedServices, m.TxObjects, m.KernelReadDuration,
-			m.HealthzTotal, m.LivezTotal)
+			m.HealthzTotal, m.LivezTotal, m.ManifestErrors)
 	}
 	return m
 }
