@@ -52,7 +52,7 @@ func serve(ctx context.Context, o *options) error {
 	})
 	ct, err := conntrack.New(0)
 	if err != nil {
-		klog.ErrorS(err, "No conntrack cleanup for UDP endpoints")
+		klog.ErrorS(err, "No conntrack cleanup for UDP and SCTP Services")
 	}
 	cfg := proxy.Config{
 		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o)},
@@ -64,9 +64,7 @@ func serve(ctx context.Context, o *options) error {
 		MinSyncPeriod: o.minSyncPeriod,
 	}
 	if ct != nil {
-		// TODO(lead): once conntrack.(*Cleaner).Reconcile is merged, pass ct itself
-		// (it also clears entries made while svcproxy was down) and drop UDPClearer.
-		cfg.Conntrack = &proxy.UDPClearer{Cleaner: ct}
+		cfg.Conntrack = ct
 	}
 	// TODO(lead): post a Warning Event on the Service (cmd/svcproxy/events.go).
 	cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {

@@ -6,8 +6,6 @@ package conntrack
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"sync"
 
 	mdnetlink "github.com/mdlayher/netlink"
@@ -18,7 +16,7 @@ import (
 
 // Cleaner deletes entries in the conntrack table of one network namespace.
 type Cleaner struct {
-	h *netlink.Handle
+	h *netlink.Handle // tests create entries and time the upstream-style listing with it
 
 	mu  sync.Mutex // one Reconcile at a time on ct: its replies are read in order
 	ct  *mdnetlink.Conn
@@ -50,31 +48,4 @@ func New(nsFd int) (*Cleaner, error) {
 func (c *Cleaner) Close() error {
 	c.h.Close()
 	return c.ct.Close()
-}
-
-// ClearUDP deletes UDP entries for connections to service (ClusterIP:port) that were
-// translated to endpoint. It returns how many were deleted.
-func (c *Cleaner) ClearUDP(service netip.AddrPort, endpoint netip.Addr) (uint, error) {
-	f := &netlink.ConntrackFilter{}
-	if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
-		return 0, err
-	}
-	if err := f.AddIP(netlink.ConntrackOrigDstIP, net.IP(service.Addr().AsSlice())); err != nil {
-		return 0, err
-	}
-	if err := f.AddPort(netlink.ConntrackOrigDstPort, service.Port()); err != nil {
-		return 0, err
-	}
-	if err := f.AddIP(netlink.ConntrackReplySrcIP, net.IP(endpoint.AsSlice())); err != nil {
-		return 0, err
-	}
-	family := netlink.InetFamily(unix.AF_INET)
-	if service.Addr().Is6() {
-		family = unix.AF_INET6
-	}
-	n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, f)
-	if err != nil {
-		return n, fmt.Errorf("delete udp conntrack %s -> %s: %w", service, endpoint, err)
-	}
-	return n, nil
 }

@@ -105,10 +105,12 @@ func (p *Proxy) reconcileConntrack(full bool) {
 	s.stale = false
 }
 
-// servingOf lists, per UDP and SCTP port of a Service, the endpoints new
-// connections may go to: the same choice the rendered rules make (none when they
-// drop or reject).
-func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) conntrack.Serving {
+// servingOf lists, per UDP and SCTP port of a Service, the endpoints whose flows may
+// go on: every serving one (ready, or serving while terminating), wherever it runs,
+// as upstream's reconciler keeps them. New connections go to fewer (the rules pick
+// ready ones first and honour traffic policy), but a flow already on a draining or
+// remote endpoint must not be cut while that endpoint still serves.
+func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) conntrack.Serving {
 	var out conntrack.Serving
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
@@ -116,8 +118,8 @@ func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName]
 			continue
 		}
 		var to []netip.AddrPort
-		if usable, noLocal := targets(sp, eps[sp.Name], node); !noLocal {
-			for _, e := range usable {
+		for _, e := range programmable(eps[sp.Name]) {
+			if e.Ready || e.Serving {
 				to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
 			}
 		}

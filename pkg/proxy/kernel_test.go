@@ -44,7 +44,7 @@ func newKenv(t *testing.T) *kenv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.p = New(Config{Tracker: e.tr, Kernel: e.kernel, Conntrack: &UDPClearer{Cleaner: ct}, Options: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}})
+	e.p = New(Config{Tracker: e.tr, Kernel: e.kernel, Conntrack: ct, Options: Options{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}})
 	return e
 }
 

@@ -26,7 +26,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
 		p.desired.SetFragment(owner, p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName)))
-		p.serving.render(owner, servingOf(ports, snap.Endpoints, p.cfg.NodeName))
+		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
