@@ -16,6 +16,7 @@ type Metrics struct {
 	ServiceChanges      prometheus.Counter
 	SyncFailures        prometheus.Counter
 	InvalidObjects      *prometheus.CounterVec
+	ConflictingServices prometheus.Gauge
 	ConntrackDeleted    prometheus.Counter
 	RefusedChanges      prometheus.Counter
 	TxObjects           prometheus.Histogram
@@ -47,6 +48,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cumulative proxy nftables sync failures"}),
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
+		ConflictingServices: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_conflicting_services",
+			Help: "Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event)"}),
 		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_conntrack_entries_deleted_total",
 			Help: "Stale UDP conntrack entries deleted after their endpoint went away"}),
 		RefusedChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_sync_refused_owner_changes_total",
@@ -62,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
-			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects, m.KernelReadDuration,
+			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConflictingServices, m.ConntrackDeleted, m.RefusedChanges, m.TxObjects, m.KernelReadDuration,
 			m.HealthzTotal, m.LivezTotal)
 	}
 	return m

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"k8s.io/klog/v2"
+
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
@@ -20,4 +22,11 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 		r.SetFragment(ServiceOwner(k), RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName))
 	}
 	return r
+}
+
+// logElementConflict logs two owners rendering one nftables key with different
+// values. The tracker keeps Services from colliding (cluster IPs, port numbers), so
+// this is a bug worth seeing; the table keeps the lowest owner's value meanwhile.
+func logElementConflict(c nft.ElementConflict) {
+	klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 }
