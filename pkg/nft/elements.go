@@ -70,12 +70,14 @@ func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
 		prev := entry.holder
 		entry.holder = holder{owner: owner, Element: e}
 		entry.more = insertHolder(entry.more, prev)
+		r.contested[id] = entry
 		if !elementsEqual(prev.Element, e) {
 			r.markElem(owner, entry.id)
 			r.markElem(prev.owner, entry.id)
 		}
 	default:
 		entry.more = insertHolder(entry.more, holder{owner: owner, Element: e})
+		r.contested[id] = entry
 	}
 	return entry
 }
@@ -91,6 +93,7 @@ func (r *Ruleset) dropHolder(owner, id string) {
 		entry.more = slices.DeleteFunc(entry.more, func(h holder) bool { return h.owner == owner })
 		if len(entry.more) == 0 {
 			entry.more = nil
+			delete(r.contested, id)
 		}
 		return
 	}
@@ -104,6 +107,7 @@ func (r *Ruleset) dropHolder(owner, id string) {
 	entry.more = entry.more[1:]
 	if len(entry.more) == 0 {
 		entry.more = nil
+		delete(r.contested, id)
 	}
 	if !elementsEqual(prev, entry.Element) {
 		// Both owners' transactions carry the swap, so that it lands with either.
@@ -130,6 +134,16 @@ func (entry *elementEntry) conflicts(owner string) []ElementConflict {
 		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, entry.Element) {
 			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: entry.Element, Dropped: h.Element})
 		}
+	}
+	return out
+}
+
+// Conflicts lists every element ID that owners currently render with different
+// values, sorted by element, then losing owner.
+func (r *Ruleset) Conflicts() []ElementConflict {
+	var out []ElementConflict
+	for _, id := range sortedKeys(r.contested) {
+		out = append(out, r.contested[id].conflicts(r.contested[id].owner)...)
 	}
 	return out
 }

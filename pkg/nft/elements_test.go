@@ -24,18 +24,19 @@ func TestElementConflicts(t *testing.T) {
 	tests := []struct {
 		name          string
 		steps         []step
-		wantDispatch  string // chain the dispatch element of 10.96.0.1 goes to; "" for none
-		wantConflicts []string
+		wantDispatch  string   // chain the dispatch element of 10.96.0.1 goes to; "" for none
+		wantConflicts []string // returned by the last SetFragment
+		wantLeft      int      // Conflicts() after all steps
 	}{
-		{name: "lowest owner wins (added first)", steps: []step{a, b}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}},
-		{name: "lowest owner wins (added last)", steps: []step{b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}},
-		{name: "three owners", steps: []step{c, b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b", "a>c"}},
+		{name: "lowest owner wins (added first)", steps: []step{a, b}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
+		{name: "lowest owner wins (added last)", steps: []step{b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
+		{name: "three owners", steps: []step{c, b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b", "a>c"}, wantLeft: 2},
 		{name: "winner goes: next owner takes over", steps: []step{a, b, gone("a")}, wantDispatch: "svc-b"},
-		{name: "winner goes: next lowest of several", steps: []step{c, a, b, gone("a")}, wantDispatch: "svc-b"},
+		{name: "winner goes: next lowest of several", steps: []step{c, a, b, gone("a")}, wantDispatch: "svc-b", wantLeft: 1},
 		{name: "loser goes: winner stays", steps: []step{a, b, gone("b")}, wantDispatch: "svc-a"},
 		{name: "all go", steps: []step{a, b, gone("b"), gone("a")}},
 		{name: "loser re-renders: still loses, told again", steps: []step{a, b, {"b", svcFragment("svc-b", "10.96.0.1", "10.244.2.2")}},
-			wantDispatch: "svc-a", wantConflicts: []string{"a>b"}},
+			wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
 		{name: "same owner twice: first wins", steps: []step{twice}, wantDispatch: "svc-a", wantConflicts: []string{"a>a"}},
 	}
 	for _, tc := range tests {
@@ -71,6 +72,9 @@ func TestElementConflicts(t *testing.T) {
 				if c.Kept.Verdict.Chain != "svc-"+c.Winner || c.String() == "" {
 					t.Errorf("conflict %v", c)
 				}
+			}
+			if left := r.Conflicts(); len(left) != tc.wantLeft {
+				t.Errorf("Conflicts() = %v, want %d", left, tc.wantLeft)
 			}
 			if len(names) != len(tc.wantConflicts) {
 				t.Fatalf("conflicts of the last step %q, want %q", names, tc.wantConflicts)

@@ -23,7 +23,12 @@ type Ruleset struct {
 	// that a refused transaction can be retried one owner at a time.
 	dirty map[string]*dirtyKeys
 
-	// OnConflict, if set, is told about each conflict SetFragment returns.
+	// contested holds the elements more than one owner adds; Conflicts reads it.
+	contested map[string]*elementEntry
+
+	// OnConflict, if set, is told about each conflict SetFragment returns. Within a
+	// batch of SetFragment calls a conflict may be transient (a Service handing a
+	// key over to another); Conflicts tells what remains.
 	OnConflict func(ElementConflict)
 }
 
@@ -77,6 +82,7 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		chainRefs: map[string]int{},
 		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
+		contested: map[string]*elementEntry{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
