@@ -60,9 +60,13 @@ func TestSameClusterIPOlderServiceWinsAndHandsOver(t *testing.T) {
 				t.Fatalf("conflict reported again on resync: %+v", conflicts)
 			}
 
+			applied := k.Applied()
 			tr.OnServiceDelete(old)
 			if err := p.Sync(); err != nil {
 				t.Fatalf("sync after deleting the winner: %v", err)
+			}
+			if n := k.Applied() - applied; n != 1 {
+				t.Fatalf("hand-over took %d transactions, want one", n)
 			}
 			if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.4:80" {
 				t.Fatalf("after the winner's deletion served %q, want the other Service's pod", got)
