@@ -43,12 +43,15 @@ func serve(ctx context.Context, o *options) error {
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
 	var p *proxy.Proxy
+	events := &Events{} // log only until connected to a cluster
+	defer events.Shutdown()
 	tracker := endpoints.NewTracker(endpoints.TrackerOptions{
 		OnInvalid: func(kind, ns, name, reason string) {
 			klog.InfoS("Skipping malformed input", "kind", kind, "object", ns+"/"+name, "reason", reason)
 			metrics.InvalidObjects.WithLabelValues(kind).Inc()
 		},
-		OnChange: func() { p.Trigger() },
+		OnChange:   func() { p.Trigger() },
+		OnConflict: conflictReporter(events, metrics.ConflictingServices),
 	})
 	ct, err := conntrack.New(0)
 	if err != nil {
@@ -66,9 +69,8 @@ func serve(ctx context.Context, o *options) error {
 	if ct != nil {
 		cfg.Conntrack = ct
 	}
-	// TODO(lead): post a Warning Event on the Service (cmd/svcproxy/events.go).
 	cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
-		klog.ErrorS(err, "The kernel refuses the rules of a Service; retrying every sync", "service", svc.String())
+		events.Warn(svc.Namespace, svc.Name, ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())
 	}
 	p = proxy.New(cfg)
 
@@ -83,7 +85,12 @@ func serve(ctx context.Context, o *options) error {
 	if o.manifests != "" {
 		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
 	} else {
-		waitReady, err = watchCluster(ctx, o, tracker)
+		var client kubernetes.Interface
+		if client, err = clusterClient(o); err != nil {
+			return err
+		}
+		events.connect(client, nodeName(o), trackerUID(tracker))
+		waitReady, err = watchCluster(ctx, client, tracker)
 	}
 	if err != nil {
 		return err
@@ -130,9 +137,9 @@ func nodeName(o *options) string {
 	return strings.ToLower(h)
 }
 
-// watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
-// minus those another proxy owns and headless ones.
-func watchCluster(ctx context.Context, o *options, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
+// clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
+// --kubeconfig/--master.
+func clusterClient(o *options) (kubernetes.Interface, error) {
 	var cfg *rest.Config
 	var err error
 	if o.kubeconfig == "" && o.master == "" {
@@ -148,6 +155,12 @@ func watchCluster(ctx context.Context, o *options, tracker *endpoints.Tracker) (
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	return client, nil
+}
+
+// watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
+// minus those another proxy owns and headless ones.
+func watchCluster(ctx context.Context, client kubernetes.Interface, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 15*time.Minute,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"

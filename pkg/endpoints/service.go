@@ -49,6 +49,9 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 	key := serviceKeyOf(svc)
 	out := make([]ServicePort, 0, len(svc.Spec.Ports))
 	seen := make(map[ServicePortName]bool, len(svc.Spec.Ports))
+	// byNumber: which spec.ports entry has each protocol/port; two would render to
+	// the same ClusterIP . protocol . port key.
+	byNumber := make(map[slicePort]int, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		proto, err := protocolOf(string(p.Protocol))
 		if err != nil {
@@ -67,6 +70,14 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 			report(fmt.Errorf("spec.ports[%d]: duplicate port name %q for %s", i, p.Name, proto))
 			continue
 		}
+		num := slicePort{Protocol: proto, Port: port}
+		if first, dup := byNumber[num]; dup {
+			// Validation forbids this too; the first in spec order is proxied.
+			report(fmt.Errorf("spec.ports[%d] (%q): port %d/%s is already spec.ports[%d] (%q), which is used instead",
+				i, p.Name, port, proto, first, svc.Spec.Ports[first].Name))
+			continue
+		}
+		byNumber[num] = i
 		seen[name] = true
 		out = append(out, ServicePort{
 			Name:            name,
@@ -111,6 +122,11 @@ func serviceClusterIP(svc *v1.Service, fam Family, report func(error)) (netip.Ad
 			continue
 		}
 		if fam.matches(addr) {
+			if why := ReservedReason(addr); why != "" {
+				// Capturing it would take the node's own traffic (127.0.0.1:80 is
+				// every local client's port 80), even after svcproxy exits.
+				return netip.Addr{}, fmt.Errorf("spec.clusterIPs[%d]: %s %s: a node must never capture it; Service not proxied", i, addr, why)
+			}
 			// A bad secondary entry is still worth reporting even though we
 			// found a usable one.
 			for _, e := range parseErrs {

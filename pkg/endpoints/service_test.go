@@ -161,6 +161,46 @@ func TestServicePorts(t *testing.T) {
 			},
 		},
 		{
+			name: "one port number under two names: the first in spec order wins",
+			svc:  makeService("ns", "svc", "10.96.0.10", []v1.ServicePort{tcpPort("web", 80), tcpPort("http", 80), udpPort("http-udp", 80)}),
+			want: []ServicePort{
+				{Name: spn("http-udp", "UDP"), ClusterIP: ip, Port: 80},
+				{Name: spn("web", "TCP"), ClusterIP: ip, Port: 80},
+			},
+			wantErr: []string{`spec.ports[1] ("http"): port 80/TCP is already spec.ports[0] ("web"), which is used instead`},
+		},
+		{
+			name:    "loopback clusterIP refused: it would capture the node's own localhost",
+			svc:     makeService("ns", "svc", "127.0.0.1", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`spec.clusterIPs[0]: 127.0.0.1 is loopback`},
+		},
+		{
+			name:    "link-local clusterIP refused",
+			svc:     makeService("ns", "svc", "169.254.169.254", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`169.254.169.254 is link-local`},
+		},
+		{
+			name:    "multicast clusterIP refused",
+			svc:     makeService("ns", "svc", "239.1.1.1", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`239.1.1.1 is multicast`},
+		},
+		{
+			name:    "broadcast clusterIP refused",
+			svc:     makeService("ns", "svc", "255.255.255.255", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`is the broadcast address`},
+		},
+		{
+			name:    "0.0.0.0/8 clusterIP refused",
+			svc:     makeService("ns", "svc", "0.0.0.1", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`0.0.0.1 is in 0.0.0.0/8`},
+		},
+		{
+			name:    "IPv6 loopback clusterIP refused",
+			fam:     IPv6,
+			svc:     makeService("ns", "svc", "::1", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`::1 is loopback`},
+		},
+		{
 			name: "ClientIP affinity default timeout",
 			svc:  makeService("ns", "svc", "10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}, withAffinity(nil)),
 			want: []ServicePort{{Name: spn("http", "TCP"), ClusterIP: ip, Port: 80, SessionAffinity: true, AffinityTimeout: 10800 * time.Second}},

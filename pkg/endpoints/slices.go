@@ -92,6 +92,12 @@ func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) 
 			report(fmt.Errorf("endpoints[%d]: %w", i, err))
 			continue
 		}
+		if why := ReservedReason(addr); why != "" {
+			// The API server refuses such addresses (ValidateEndpointIP); older or
+			// hand-made objects may still carry them.
+			report(fmt.Errorf("endpoints[%d]: address %s %s: skipped", i, addr, why))
+			continue
+		}
 		d.Endpoints = append(d.Endpoints, endpointFromConditions(addr, ep))
 	}
 

@@ -113,6 +113,39 @@ func TestExtractSlice(t *testing.T) {
 			},
 		},
 		{
+			name: "addresses a node must never send to are skipped, as the API server refuses them",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http},
+				readyEP("127.0.0.1"),
+				readyEP("169.254.169.254"),
+				readyEP("224.0.0.5"),
+				readyEP("255.255.255.255"),
+				readyEP("0.1.2.3"),
+				readyEP("10.0.0.1"),
+			),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
+				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+			wantErr: []string{
+				`endpoints[0]: address 127.0.0.1 is loopback`,
+				`endpoints[1]: address 169.254.169.254 is link-local`,
+				`endpoints[2]: address 224.0.0.5 is multicast`,
+				`endpoints[3]: address 255.255.255.255 is the broadcast address`,
+				`endpoints[4]: address 0.1.2.3 is in 0.0.0.0/8`,
+			},
+		},
+		{
+			name: "IPv6 loopback, link-local and multicast skipped",
+			fam:  IPv6,
+			slice: func() *discoveryv1.EndpointSlice {
+				s := makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http},
+					readyEP("::1"), readyEP("fe80::1"), readyEP("ff02::1"), readyEP("fd00::1"))
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return s
+			}(),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
+				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+			wantErr: []string{`address ::1 is loopback`, `address fe80::1 is link-local`, `address ff02::1 is multicast`},
+		},
+		{
 			name:  "slice with no ports still records its service",
 			slice: makeSlice("ns", "s1", "svc", nil, readyEP("10.0.0.1")),
 			want: &sliceData{Service: svc,

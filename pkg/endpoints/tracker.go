@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -33,6 +34,11 @@ type TrackerOptions struct {
 	// sync loop can wake up. It is called with the Tracker's lock held and must not
 	// block or call back into the Tracker.
 	OnChange func()
+	// OnConflict, if set, is told once when a Service starts being left unproxied
+	// because an older Service has the same cluster IP (or its winner changes), and
+	// once when that ends; see ConflictChange. It is called from Take, after the
+	// Tracker's lock is released.
+	OnConflict func(ConflictChange)
 }
 
 // Tracker accumulates informer events and yields snapshots plus what changed.
@@ -43,14 +49,20 @@ type TrackerOptions struct {
 // Service dirty; the snapshot is brought up to date for dirty Services inside
 // Take, so Take's cost is proportional to what changed.
 type Tracker struct {
-	family    Family
-	onInvalid func(kind, namespace, name, reason string)
-	onChange  func()
-	now       func() time.Time
+	family     Family
+	onInvalid  func(kind, namespace, name, reason string)
+	onChange   func()
+	onConflict func(ConflictChange)
+	now        func() time.Time
 
 	mu sync.Mutex
-	// services holds the extracted ports of every proxied Service.
-	services map[ServiceKey][]ServicePort
+	// services holds the extracted ports of every proxied Service, before
+	// conflicts over cluster IPs are decided.
+	services map[ServiceKey]serviceEntry
+	// claims lists, per cluster IP, the Services that have it.
+	claims map[netip.Addr][]ServiceKey
+	// losing holds the conflicts last reported to OnConflict, by loser.
+	losing map[ServiceKey]lostTo
 	// slicesBySvc holds slices by Service and slice name; kept even when the
 	// Service is absent because slices may arrive first.
 	slicesBySvc map[ServiceKey]map[string]*sliceData
@@ -76,8 +88,11 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		family:        opts.Family,
 		onInvalid:     opts.OnInvalid,
 		onChange:      opts.OnChange,
+		onConflict:    opts.OnConflict,
 		now:           now,
-		services:      make(map[ServiceKey][]ServicePort),
+		services:      make(map[ServiceKey]serviceEntry),
+		claims:        make(map[netip.Addr][]ServiceKey),
+		losing:        make(map[ServiceKey]lostTo),
 		slicesBySvc:   make(map[ServiceKey]map[string]*sliceData),
 		sliceOwner:    make(map[sliceKey]ServiceKey),
 		dirty:         make(map[ServiceKey]time.Time),
@@ -129,25 +144,32 @@ func (t *Tracker) upsertService(svc *v1.Service) {
 		return
 	}
 	ports := servicePorts(svc, t.family, t.reporter(KindService, svc.Namespace, svc.Name))
-	t.setService(serviceKeyOf(svc), ports)
+	var e *serviceEntry
+	if ports != nil {
+		e = &serviceEntry{ports: ports, created: svc.CreationTimestamp.Time, uid: svc.UID}
+	}
+	t.setService(serviceKeyOf(svc), e)
 }
 
-// setService stores ports (nil: absent) and marks the Service dirty unless
-// nothing that affects rendering changed.
-func (t *Tracker) setService(key ServiceKey, ports []ServicePort) {
+// setService stores e (nil: absent) and marks the Service dirty unless nothing
+// that affects rendering changed; Services sharing its old or new cluster IP are
+// marked too, as the winner among them may change.
+func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.services[key]
-	if ports == nil {
+	if e == nil {
 		if !had {
 			return
 		}
 		delete(t.services, key)
+		t.claimLocked(key, old.clusterIP(), netip.Addr{})
 	} else {
-		if had && slices.Equal(old, ports) {
+		if had && old.equal(*e) {
 			return
 		}
-		t.services[key] = ports
+		t.services[key] = *e
+		t.claimLocked(key, old.clusterIP(), e.clusterIP())
 	}
 	t.markDirtyLocked(key)
 }
@@ -245,10 +267,10 @@ func (t *Tracker) Pending() bool {
 // changes undone before Take cost nothing.
 func (t *Tracker) Take() (snap Snapshot, changed map[ServiceKey]struct{}, firstEvent time.Time) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	changed = make(map[ServiceKey]struct{})
+	var conflicts []ConflictChange
 	for key, at := range t.dirty {
-		if !t.refreshLocked(key) {
+		if !t.refreshLocked(key, &conflicts) {
 			continue
 		}
 		changed[key] = struct{}{}
@@ -257,13 +279,24 @@ func (t *Tracker) Take() (snap Snapshot, changed map[ServiceKey]struct{}, firstE
 		}
 	}
 	clear(t.dirty)
-	return Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}, changed, firstEvent
+	active := len(t.losing)
+	snap = Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}
+	t.mu.Unlock()
+
+	if t.onConflict != nil {
+		slices.SortFunc(conflicts, func(a, b ConflictChange) int { return compareServiceKeys(a.Service.Key, b.Service.Key) })
+		for _, c := range conflicts {
+			c.Active = active
+			t.onConflict(c)
+		}
+	}
+	return snap, changed, firstEvent
 }
 
 // refreshLocked recomputes one Service's snapshot entries and reports whether
-// they changed.
-func (t *Tracker) refreshLocked(key ServiceKey) bool {
-	ports := t.services[key]
+// they changed; conflict changes are appended to conflicts.
+func (t *Tracker) refreshLocked(key ServiceKey, conflicts *[]ConflictChange) bool {
+	ports := t.resolveLocked(key, conflicts)
 	eps := mergeEndpoints(ports, t.slicesBySvc[key])
 	oldNames := t.snapByService[key]
 

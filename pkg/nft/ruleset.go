@@ -22,14 +22,30 @@ type Ruleset struct {
 	// dirty holds, per owner, the chains and elements changed since the last Plan, so
 	// that a refused transaction can be retried one owner at a time.
 	dirty map[string]*dirtyKeys
+
+	// contested holds the elements more than one owner adds; Conflicts reads it.
+	contested map[string]*elementEntry
+
+	// OnConflict, if set, is told about each conflict SetFragment returns. Within a
+	// batch of SetFragment calls a conflict may be transient (a Service handing a
+	// key over to another); Conflicts tells what remains.
+	OnConflict func(ElementConflict)
 }
 
 // elementEntry is an element, its ID (one string shared by the map and by every
-// owner's list) and how many owners add it.
+// owner's list) and the owners that add it. The lowest owner's value is the one in
+// effect, so two owners rendering one key with different values give the same table
+// whatever the order of their SetFragment calls, and never a mix of both.
 type elementEntry struct {
+	holder // the lowest owner and its value, which is in effect
+	id     string
+	more   []holder // the other owners, sorted; nil in the common case of one owner
+}
+
+// holder is one owner's version of an element.
+type holder struct {
+	owner string
 	Element
-	id   string
-	refs int
 }
 
 // owned is what an owner contributed, as the ruleset keeps it: the chains, and the
@@ -47,8 +63,9 @@ type dirtyKeys struct {
 const staleOwner = ""
 
 // Fragment is what one owner contributes: whole chains (owned exclusively), shared
-// chains and elements (both reference counted: owners that add the same one must
-// add it with the same content).
+// chains (reference counted: owners that add the same one must add it with the same
+// content) and elements (shared by ID: when owners add one ID with different values,
+// the lowest owner's value is used and SetFragment reports an ElementConflict).
 type Fragment struct {
 	Chains   []*Chain
 	Shared   []*Chain
@@ -65,6 +82,7 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		chainRefs: map[string]int{},
 		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
+		contested: map[string]*elementEntry{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
@@ -73,8 +91,9 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 }
 
 // SetFragment replaces everything owner contributed with f. An empty fragment removes
-// the owner.
-func (r *Ruleset) SetFragment(owner string, f Fragment) {
+// the owner. It returns the elements of f whose ID another owner (or f itself, where
+// the first one wins) gives a different value; see elementEntry.
+func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 	old := r.owners[owner]
 	newChains := map[string]bool{}
 	for _, c := range f.Chains {
@@ -90,7 +109,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 			r.markChain(owner, c.Name)
 		}
 	}
-	// Add before removing so that a shared chain or element the owner keeps never
+	// Add before removing so that a shared chain the owner keeps never
 	// drops to zero. A shared chain is marked changed for every owner that uses it,
 	// so that whichever of their transactions lands first creates it.
 	for _, c := range f.Shared {
@@ -105,28 +124,10 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 			r.markChain(owner, c.Name)
 		}
 	}
-	ids := make([]string, len(f.Elements))
-	for i, e := range f.Elements {
-		id := e.ID()
-		entry, ok := r.elements[id]
-		if !ok {
-			entry = &elementEntry{id: id}
-			r.elements[id] = entry
-		}
-		id = entry.id
-		ids[i] = id
-		if !ok || !elementsEqual(entry.Element, e) {
-			r.markElem(owner, id)
-		}
-		entry.Element = e
-		entry.refs++
-	}
-	for _, id := range old.elements {
-		if entry := r.elements[id]; entry != nil {
-			if entry.refs--; entry.refs <= 0 {
-				delete(r.elements, id)
-				r.markElem(owner, id)
-			}
+	ids, conflicts := r.setElements(owner, old.elements, f.Elements)
+	if r.OnConflict != nil {
+		for _, c := range conflicts {
+			r.OnConflict(c)
 		}
 	}
 	if len(f.Chains) == 0 && len(f.Shared) == 0 && len(f.Elements) == 0 {
@@ -134,6 +135,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) {
 	} else {
 		r.owners[owner] = owned{chains: f.Chains, shared: f.Shared, elements: ids}
 	}
+	return conflicts
 }
 
 // Elements returns all elements, sorted by set then key.

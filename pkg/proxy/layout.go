@@ -102,6 +102,7 @@ var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.Ty
 // NewRuleset returns the desired table with its fixed skeleton and no Services.
 func NewRuleset(o Options) *nft.Ruleset {
 	r := nft.NewRuleset(nft.FamilyIPv4, TableName, Sets()...)
+	r.OnConflict = logElementConflict
 	r.SetFragment("skeleton", Skeleton(o))
 	return r
 }

@@ -16,6 +16,7 @@ type Metrics struct {
 	ServiceChanges      prometheus.Counter
 	SyncFailures        prometheus.Counter
 	InvalidObjects      *prometheus.CounterVec
+	ConflictingServices prometheus.Gauge
 	ConntrackDeleted    prometheus.Counter
 	RefusedChanges      prometheus.Counter
 	RefusedServices     prometheus.Gauge
@@ -49,6 +50,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cumulative proxy nftables sync failures"}),
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
+		ConflictingServices: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_conflicting_services",
+			Help: "Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event)"}),
 		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_conntrack_entries_deleted_total",
 			Help: "UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address"}),
 		RefusedChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_sync_refused_owner_changes_total",
@@ -68,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
-			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConntrackDeleted, m.RefusedChanges, m.RefusedServices, m.TxObjects, m.KernelReadDuration,
+			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConflictingServices, m.ConntrackDeleted, m.RefusedChanges, m.RefusedServices, m.TxObjects, m.KernelReadDuration,
 			m.HealthzTotal, m.LivezTotal, m.ManifestErrors)
 	}
 	return m

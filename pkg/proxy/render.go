@@ -50,8 +50,11 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 	var f nft.Fragment
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
-		if !ok || !sp.ClusterIP.Is4() || sp.Port == 0 {
-			continue // the tracker already reported it; never emit a rule the kernel may refuse
+		if !ok || !sp.ClusterIP.Is4() || sp.Port == 0 || endpoints.ReservedReason(sp.ClusterIP) != "" {
+			// The tracker already reported it; never emit a rule the kernel may refuse,
+			// nor capture an address of the node's own (127.0.0.1:80 would be every
+			// local client's port 80).
+			continue
 		}
 		usable, noLocal := targets(sp, eps[sp.Name], node)
 		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
@@ -116,12 +119,12 @@ func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (u
 	return usable, len(usable) == 0 && len(endpoints.UsableEndpoints(eps)) > 0
 }
 
-// programmable drops endpoints the kernel could not be given (the tracker reports
-// them); what is left is IPv4 with a port.
+// programmable drops endpoints the kernel could not be given or that no connection
+// may be sent to (the tracker reports them); what is left is IPv4 with a port.
 func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
 	var out []endpoints.Endpoint
 	for _, e := range eps {
-		if e.Addr.Is4() && e.Port != 0 {
+		if e.Addr.Is4() && e.Port != 0 && endpoints.ReservedReason(e.Addr) == "" {
 			out = append(out, e)
 		}
 	}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"k8s.io/klog/v2"
+
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
@@ -20,5 +22,17 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 		seen[k] = true
 		r.SetFragment(ServiceOwner(k), lb.intern(RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName)))
 	}
+	for _, c := range r.Conflicts() {
+		klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
+	}
 	return r
+}
+
+// logElementConflict logs two owners rendering one nftables key with different
+// values; the table keeps the lowest owner's value. The tracker keeps Services from
+// colliding (cluster IPs, port numbers), so what shows here while the sync loop
+// renders a batch is a hand-over between Services, usually gone by the batch's end
+// (Ruleset.Conflicts tells).
+func logElementConflict(c nft.ElementConflict) {
+	klog.V(2).InfoS("Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 }

@@ -28,6 +28,13 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		p.desired.SetFragment(owner, p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName)))
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 	}
+	if len(changed) > 0 {
+		// The tracker keeps Services from colliding, so a conflict that outlives the
+		// batch (a hand-over renders both sides) is a bug worth an error line.
+		for _, c := range p.desired.Conflicts() {
+			klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
+		}
+	}
 	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
 	p.commits = 0

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+)
+
+// ReasonClusterIPConflict is the Event reason on a Service left unproxied because an
+// older Service has the same ClusterIP.
+const ReasonClusterIPConflict = "ClusterIPConflict"
+
+// ReasonKernelRefused is the Event reason on a Service whose rules the kernel refuses.
+const ReasonKernelRefused = "KernelRefused"
+
+// Events records Warning Events about Services. Every Warn is logged; once connected
+// to a cluster it is also sent to the apiserver as a core/v1 Event (source component
+// "svcproxy", host the node). With --manifests there is no apiserver: log only.
+type Events struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	uid         func(namespace, name string) types.UID
+}
+
+// connect sends later Warns to the apiserver too; uid supplies the Service's UID for
+// the Event's involvedObject (empty if unknown). Call it before anything may Warn.
+func (e *Events) connect(client kubernetes.Interface, node string, uid func(namespace, name string) types.UID) {
+	e.broadcaster = record.NewBroadcaster()
+	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "svcproxy", Host: node})
+	e.uid = uid
+}
+
+// Warn records a Warning Event with reason and message on the Service namespace/name.
+// It never blocks: the broadcaster queues, aggregates repeats and retries.
+func (e *Events) Warn(namespace, name, reason, message string) {
+	klog.InfoS("Warning", "service", namespace+"/"+name, "reason", reason, "message", message)
+	if e == nil || e.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: namespace, Name: name}
+	if e.uid != nil {
+		ref.UID = e.uid(namespace, name)
+	}
+	e.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
+}
+
+// Shutdown stops sending Events.
+func (e *Events) Shutdown() {
+	if e != nil && e.broadcaster != nil {
+		e.broadcaster.Shutdown()
+	}
+}
+
+// trackerUID looks a Service's UID up in the tracker, for Events.
+func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
+	return func(namespace, name string) types.UID {
+		uid, _ := tr.ServiceUID(endpoints.ServiceKey{Namespace: namespace, Name: name})
+		return uid
+	}
+}
+
+// conflictReporter turns the tracker's conflict changes into the conflicting-Services
+// gauge, a log line, and for each new conflict one Warning Event on the Service that
+// is not proxied, naming the one that keeps the address.
+func conflictReporter(events *Events, gauge prometheus.Gauge) func(endpoints.ConflictChange) {
+	return func(c endpoints.ConflictChange) {
+		gauge.Set(float64(c.Active))
+		if c.Resolved {
+			klog.InfoS("ClusterIP conflict over", "service", c.Service.Key.String(), "clusterIP", c.Addr)
+			return
+		}
+		events.Warn(c.Service.Key.Namespace, c.Service.Key.Name, ReasonClusterIPConflict,
+			fmt.Sprintf("ClusterIP %s is also used by the older Service %s, which keeps it: svcproxy does not proxy this Service until that one is deleted or one of them changes its ClusterIP",
+				c.Addr, c.Winner))
+	}
+}

@@ -1,0 +1,149 @@
+package nft
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ElementConflict is an element ID that two owners (or one owner twice) render with
+// different values. Winner's value is in the table; Loser's is not.
+type ElementConflict struct {
+	Winner, Loser string
+	Kept, Dropped Element
+}
+
+func (c ElementConflict) String() string {
+	return fmt.Sprintf("element %s of %s: %s keeps %q, %s's %q is not used",
+		joinData(c.Kept.Key), c.Kept.Set, c.Winner, c.Kept.String(), c.Loser, c.Dropped.String())
+}
+
+// setElements replaces owner's elements (IDs old) with elems and returns the new IDs
+// and the conflicts elems take part in. An ID owner no longer adds goes to the next
+// owner that does, or out of the table.
+func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]string, []ElementConflict) {
+	var conflicts []ElementConflict
+	// An owner holds an ID once: the first of its versions.
+	first := make(map[string]int, len(elems))
+	uniq := elems[:0:0]
+	for _, e := range elems {
+		id := e.ID()
+		if i, dup := first[id]; dup {
+			if !elementsEqual(uniq[i], e) {
+				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i], Dropped: e})
+			}
+			continue
+		}
+		first[id] = len(uniq)
+		uniq = append(uniq, e)
+	}
+	for _, id := range old {
+		if _, kept := first[id]; !kept {
+			r.dropHolder(owner, id)
+		}
+	}
+	ids := make([]string, len(uniq))
+	for i, e := range uniq {
+		entry := r.putHolder(owner, e)
+		ids[i] = entry.id
+		conflicts = append(conflicts, entry.conflicts(owner)...)
+	}
+	return ids, conflicts
+}
+
+// putHolder sets owner's version of e and marks the element changed if the value
+// in effect changed.
+func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
+	id := e.ID()
+	entry, ok := r.elements[id]
+	switch {
+	case !ok:
+		entry = &elementEntry{holder: holder{owner: owner, Element: e}, id: id}
+		r.elements[id] = entry
+		r.markElem(owner, id)
+	case entry.owner == owner:
+		if !elementsEqual(entry.Element, e) {
+			r.markElem(owner, entry.id)
+		}
+		entry.Element = e
+	case owner < entry.owner:
+		prev := entry.holder
+		entry.holder = holder{owner: owner, Element: e}
+		entry.more = insertHolder(entry.more, prev)
+		r.contested[id] = entry
+		if !elementsEqual(prev.Element, e) {
+			r.markElem(owner, entry.id)
+			r.markElem(prev.owner, entry.id)
+		}
+	default:
+		entry.more = insertHolder(entry.more, holder{owner: owner, Element: e})
+		r.contested[id] = entry
+	}
+	return entry
+}
+
+// dropHolder removes owner's version of the element id; the next owner's value takes
+// effect, or the element goes when nobody else adds it.
+func (r *Ruleset) dropHolder(owner, id string) {
+	entry := r.elements[id]
+	if entry == nil {
+		return
+	}
+	if entry.owner != owner {
+		entry.more = slices.DeleteFunc(entry.more, func(h holder) bool { return h.owner == owner })
+		if len(entry.more) == 0 {
+			entry.more = nil
+			delete(r.contested, id)
+		}
+		return
+	}
+	if len(entry.more) == 0 {
+		delete(r.elements, id)
+		r.markElem(owner, id)
+		return
+	}
+	prev := entry.Element
+	entry.holder = entry.more[0]
+	entry.more = entry.more[1:]
+	if len(entry.more) == 0 {
+		entry.more = nil
+		delete(r.contested, id)
+	}
+	if !elementsEqual(prev, entry.Element) {
+		// Both owners' transactions carry the swap, so that it lands with either.
+		r.markElem(owner, id)
+		r.markElem(entry.owner, id)
+	}
+}
+
+// insertHolder puts h into hs, which is sorted by owner, replacing owner's version.
+func insertHolder(hs []holder, h holder) []holder {
+	i, found := slices.BinarySearchFunc(hs, h.owner, func(x holder, o string) int { return strings.Compare(x.owner, o) })
+	if found {
+		hs[i] = h
+		return hs
+	}
+	return slices.Insert(hs, i, h)
+}
+
+// conflicts lists the owners whose version differs from the one in effect, as seen
+// by owner: all of them when owner is in effect, else owner itself.
+func (entry *elementEntry) conflicts(owner string) []ElementConflict {
+	var out []ElementConflict
+	for _, h := range entry.more {
+		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, entry.Element) {
+			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: entry.Element, Dropped: h.Element})
+		}
+	}
+	return out
+}
+
+// Conflicts lists every element ID that owners currently render with different
+// values, sorted by element, then losing owner.
+func (r *Ruleset) Conflicts() []ElementConflict {
+	var out []ElementConflict
+	for _, id := range sortedKeys(r.contested) {
+		out = append(out, r.contested[id].conflicts(r.contested[id].owner)...)
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package nft
+
+import (
+	"testing"
+)
+
+// TestElementConflicts: owners that render one element ID with different values get
+// the lowest owner's value whatever the order, never a mix, and every step is a
+// transaction the kernel accepts; when the winner goes the next owner's value takes
+// effect in the same transaction.
+func TestElementConflicts(t *testing.T) {
+	type step struct {
+		owner string
+		f     Fragment
+	}
+	a := step{"a", svcFragment("svc-a", "10.96.0.1", "10.244.1.1", "10.244.1.2")}
+	b := step{"b", svcFragment("svc-b", "10.96.0.1", "10.244.2.1")}
+	c := step{"c", svcFragment("svc-c", "10.96.0.1", "10.244.3.1")}
+	gone := func(owner string) step { return step{owner, Fragment{}} }
+	twice := step{"a", Fragment{Chains: []*Chain{{Name: "svc-a"}, {Name: "svc-x"}}, Elements: []Element{
+		{Set: "dispatch", Key: []Datum{ip("10.96.0.1"), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-a"}},
+		{Set: "dispatch", Key: []Datum{ip("10.96.0.1"), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-x"}},
+	}}}
+	tests := []struct {
+		name          string
+		steps         []step
+		wantDispatch  string   // chain the dispatch element of 10.96.0.1 goes to; "" for none
+		wantConflicts []string // returned by the last SetFragment
+		wantLeft      int      // Conflicts() after all steps
+	}{
+		{name: "lowest owner wins (added first)", steps: []step{a, b}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
+		{name: "lowest owner wins (added last)", steps: []step{b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
+		{name: "three owners", steps: []step{c, b, a}, wantDispatch: "svc-a", wantConflicts: []string{"a>b", "a>c"}, wantLeft: 2},
+		{name: "winner goes: next owner takes over", steps: []step{a, b, gone("a")}, wantDispatch: "svc-b"},
+		{name: "winner goes: next lowest of several", steps: []step{c, a, b, gone("a")}, wantDispatch: "svc-b", wantLeft: 1},
+		{name: "loser goes: winner stays", steps: []step{a, b, gone("b")}, wantDispatch: "svc-a"},
+		{name: "all go", steps: []step{a, b, gone("b"), gone("a")}},
+		{name: "loser re-renders: still loses, told again", steps: []step{a, b, {"b", svcFragment("svc-b", "10.96.0.1", "10.244.2.2")}},
+			wantDispatch: "svc-a", wantConflicts: []string{"a>b"}, wantLeft: 1},
+		{name: "same owner twice: first wins", steps: []step{twice}, wantDispatch: "svc-a", wantConflicts: []string{"a>a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewFake()
+			r := newTestRuleset()
+			v := NewView()
+			var conflicts []ElementConflict
+			for i, st := range tc.steps {
+				conflicts = r.SetFragment(st.owner, st.f)
+				tx := Plan(r, v)
+				if i == 0 {
+					tx = PlanFull(r, v)
+				}
+				if err := k.Apply(t.Context(), tx); err != nil {
+					t.Fatalf("step %d (%s): kernel refused: %v", i, st.owner, err)
+				}
+				v.Commit(tx)
+			}
+			if got, want := k.Ruleset(FamilyIPv4, "t").Text(), r.Text(); got != want {
+				t.Fatalf("kernel holds\n%s\nwant\n%s", got, want)
+			}
+			got := ""
+			if e, ok := r.Element((Element{Set: "dispatch", Key: []Datum{ip("10.96.0.1"), Proto(ProtoTCP), Port(80)}}).ID()); ok {
+				got = e.Verdict.Chain
+			}
+			if got != tc.wantDispatch {
+				t.Fatalf("dispatch goes to %q, want %q", got, tc.wantDispatch)
+			}
+			var names []string
+			for _, c := range conflicts {
+				names = append(names, c.Winner+">"+c.Loser)
+				if c.Kept.Verdict.Chain != "svc-"+c.Winner || c.String() == "" {
+					t.Errorf("conflict %v", c)
+				}
+			}
+			if left := r.Conflicts(); len(left) != tc.wantLeft {
+				t.Errorf("Conflicts() = %v, want %d", left, tc.wantLeft)
+			}
+			if len(names) != len(tc.wantConflicts) {
+				t.Fatalf("conflicts of the last step %q, want %q", names, tc.wantConflicts)
+			}
+			for i := range names {
+				if names[i] != tc.wantConflicts[i] {
+					t.Fatalf("conflicts of the last step %q, want %q", names, tc.wantConflicts)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedEqualElementsAreNoConflict: owners adding the same element with the same
+// value (an endpoint two Services share) share it; it goes with the last of them.
+func TestSharedEqualElementsAreNoConflict(t *testing.T) {
+	r := newTestRuleset()
+	pair := Element{Set: "pairs", Key: []Datum{ip("10.244.1.1"), ip("10.244.1.1")}}
+	if c := r.SetFragment("a", Fragment{Elements: []Element{pair}}); len(c) != 0 {
+		t.Fatal(c)
+	}
+	if c := r.SetFragment("b", Fragment{Elements: []Element{pair, pair}}); len(c) != 0 {
+		t.Fatal(c)
+	}
+	r.SetFragment("a", Fragment{})
+	if _, ok := r.Element(pair.ID()); !ok {
+		t.Fatal("element removed while b still adds it")
+	}
+	r.SetFragment("b", Fragment{})
+	if _, ok := r.Element(pair.ID()); ok {
+		t.Fatal("element kept after its last owner left")
+	}
+}
