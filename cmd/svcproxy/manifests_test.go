@@ -16,33 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/internal/manifesttest"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
-
-func svcDoc(name, ip string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: %s, namespace: default}
-spec:
-  clusterIP: %s
-  ports: [{name: http, port: 80, protocol: TCP}]
-`, name, ip)
-}
-
-func sliceDoc(svc string, addrs ...string) string {
-	s := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: %s-abc, namespace: default, labels: {kubernetes.io/service-name: %s}}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints:
-`, svc, svc)
-	for _, a := range addrs {
-		s += fmt.Sprintf("- {addresses: [%s], conditions: {ready: true}}\n", a)
-	}
-	return s
-}
 
 // fakeGauge records what the watcher sets.
 type fakeGauge struct{ v float64 }
@@ -123,8 +100,8 @@ func symlink(t *testing.T, target, link string) {
 func TestManifestWatcherHalfWrittenFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "web.yaml")
-	full := svcDoc("web", "10.96.0.5") + "---\n" + sliceDoc("web", "10.244.1.2", "10.244.1.3", "10.244.1.4")
-	writeFile(t, path, svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.2", "10.244.1.3"))
+	full := manifesttest.Service("web", "10.96.0.5") + "---\n" + manifesttest.Slice("web", "10.244.1.2", "10.244.1.3", "10.244.1.4")
+	writeFile(t, path, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.2", "10.244.1.3"))
 	r := newWatchRig(t, dir)
 	r.expect(1, "first sight of a file", map[string]string{})
 	r.expect(1, "the same content a poll later", map[string]string{"default/web": "10.244.1.2,10.244.1.3"})
@@ -162,8 +139,8 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	good := filepath.Join(dir, "a-good.yaml")
 	mixed := filepath.Join(dir, "b-mixed.yaml")
 	badPort := func(s string) string { return strings.Replace(s, "port: 80", `port: "80"`, 1) }
-	writeFile(t, good, svcDoc("a", "10.96.0.1")+"---\n"+sliceDoc("a", "10.244.1.2"))
-	writeFile(t, mixed, badPort(svcDoc("b", "10.96.0.2"))+"---\n"+sliceDoc("b", "10.244.2.2")+"---\n"+svcDoc("c", "10.96.0.3"))
+	writeFile(t, good, manifesttest.Service("a", "10.96.0.1")+"---\n"+manifesttest.Slice("a", "10.244.1.2"))
+	writeFile(t, mixed, badPort(manifesttest.Service("b", "10.96.0.2"))+"---\n"+manifesttest.Slice("b", "10.244.2.2")+"---\n"+manifesttest.Service("c", "10.96.0.3"))
 	writeFile(t, filepath.Join(dir, "c-nokind.yaml"), "metadata: {name: x}\n")
 	r := newWatchRig(t, dir)
 	r.expect(2, "start with two bad documents", map[string]string{"default/a": "10.244.1.2", "default/c": ""})
@@ -178,7 +155,7 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	}
 
 	// The other files' updates still flow, and the bad ones are not logged again.
-	replaceFile(t, good, svcDoc("a", "10.96.0.1")+"---\n"+sliceDoc("a", "10.244.1.2", "10.244.1.3"))
+	replaceFile(t, good, manifesttest.Service("a", "10.96.0.1")+"---\n"+manifesttest.Slice("a", "10.244.1.2", "10.244.1.3"))
 	r.expect(2, "a good file changes next to bad ones", map[string]string{"default/a": "10.244.1.2,10.244.1.3", "default/c": ""})
 	r.poll(5)
 	if n := strings.Count(logs(), `"Skipping manifest document"`); n != 2 {
@@ -186,7 +163,7 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	}
 
 	// Fixed: b appears, the error count drops.
-	replaceFile(t, mixed, svcDoc("b", "10.96.0.2")+"---\n"+sliceDoc("b", "10.244.2.2")+"---\n"+svcDoc("c", "10.96.0.3"))
+	replaceFile(t, mixed, manifesttest.Service("b", "10.96.0.2")+"---\n"+manifesttest.Slice("b", "10.244.2.2")+"---\n"+manifesttest.Service("c", "10.96.0.3"))
 	r.expect(2, "the bad document fixed", map[string]string{"default/a": "10.244.1.2,10.244.1.3", "default/b": "10.244.2.2", "default/c": ""})
 	if r.errs.v != 1 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 1", r.errs.v)
@@ -195,9 +172,9 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 	// Broken again, differently: the slice does not decode, so its previous version
 	// stays; the file then loses a document to invalid YAML, so everything it
 	// declared before stays.
-	replaceFile(t, mixed, svcDoc("b", "10.96.0.2")+"---\n"+badPort(sliceDoc("b", "10.244.2.9"))+"---\n"+svcDoc("c", "10.96.0.3"))
+	replaceFile(t, mixed, manifesttest.Service("b", "10.96.0.2")+"---\n"+badPort(manifesttest.Slice("b", "10.244.2.9"))+"---\n"+manifesttest.Service("c", "10.96.0.3"))
 	r.expect(2, "a bad slice keeps its previous endpoints", map[string]string{"default/a": "10.244.1.2,10.244.1.3", "default/b": "10.244.2.2", "default/c": ""})
-	replaceFile(t, mixed, svcDoc("b", "10.96.0.2")+"---\nkind: [\n")
+	replaceFile(t, mixed, manifesttest.Service("b", "10.96.0.2")+"---\nkind: [\n")
 	r.expect(2, "invalid YAML keeps the file's previous objects", map[string]string{"default/a": "10.244.1.2,10.244.1.3", "default/b": "10.244.2.2", "default/c": ""})
 	if r.errs.v != 2 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 2", r.errs.v)
@@ -212,18 +189,18 @@ func TestManifestWatcherBadDocuments(t *testing.T) {
 func TestManifestWatcherSymlinkedFile(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	target := filepath.Join(elsewhere, "web.yaml")
-	writeFile(t, target, svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.2"))
+	writeFile(t, target, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.2"))
 	symlink(t, target, filepath.Join(dir, "web.yaml"))
 	r := newWatchRig(t, dir)
 	r.expect(2, "start", map[string]string{"default/web": "10.244.1.2"})
 
-	replaceFile(t, target, svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.3"))
+	replaceFile(t, target, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.3"))
 	r.expect(2, "the target replaced", map[string]string{"default/web": "10.244.1.3"})
-	writeFile(t, target, svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.4", "10.244.1.5"))
+	writeFile(t, target, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.4", "10.244.1.5"))
 	r.expect(2, "the target rewritten in place", map[string]string{"default/web": "10.244.1.4,10.244.1.5"})
 
 	other := filepath.Join(elsewhere, "other.yaml")
-	writeFile(t, other, svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.6"))
+	writeFile(t, other, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.6"))
 	symlink(t, other, filepath.Join(dir, "tmp-link"))
 	if err := os.Rename(filepath.Join(dir, "tmp-link"), filepath.Join(dir, "web.yaml")); err != nil {
 		t.Fatal(err)
@@ -245,7 +222,7 @@ func TestManifestWatcherSymlinkedDir(t *testing.T) {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(d, "web.yaml"), svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", addr))
+		writeFile(t, filepath.Join(d, "web.yaml"), manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", addr))
 	}
 	link := filepath.Join(top, "current")
 	symlink(t, "v0", link)
@@ -315,14 +292,14 @@ func (v *configMapVolume) write(files map[string]string) {
 // through `..data`, which kubelet swaps atomically; every swap is seen.
 func TestManifestWatcherConfigMapVolume(t *testing.T) {
 	v := &configMapVolume{t: t, dir: t.TempDir()}
-	svc := svcDoc("web", "10.96.0.5")
-	v.write(map[string]string{"service.yaml": svc, "slice.yaml": sliceDoc("web", "10.244.1.2", "10.244.1.3")})
+	svc := manifesttest.Service("web", "10.96.0.5")
+	v.write(map[string]string{"service.yaml": svc, "slice.yaml": manifesttest.Slice("web", "10.244.1.2", "10.244.1.3")})
 	r := newWatchRig(t, v.dir)
 	r.expect(2, "start", map[string]string{"default/web": "10.244.1.2,10.244.1.3"})
 
-	v.write(map[string]string{"service.yaml": svc, "slice.yaml": sliceDoc("web", "10.244.1.2", "10.244.1.3", "10.244.1.4")})
+	v.write(map[string]string{"service.yaml": svc, "slice.yaml": manifesttest.Slice("web", "10.244.1.2", "10.244.1.3", "10.244.1.4")})
 	r.expect(2, "..data swapped: scaled to 3", map[string]string{"default/web": "10.244.1.2,10.244.1.3,10.244.1.4"})
-	v.write(map[string]string{"service.yaml": svc, "slice.yaml": sliceDoc("web", "10.244.1.4")})
+	v.write(map[string]string{"service.yaml": svc, "slice.yaml": manifesttest.Slice("web", "10.244.1.4")})
 	r.expect(2, "..data swapped again: scaled to 1", map[string]string{"default/web": "10.244.1.4"})
 	v.write(map[string]string{"service.yaml": svc, "other.json": `{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "dns", "namespace": "default"}, "spec": {"clusterIP": "10.96.0.53", "ports": [{"port": 53}]}}`})
 	r.expect(2, "a key removed, another added", map[string]string{"default/web": "", "default/dns": ""})
@@ -335,7 +312,7 @@ func TestManifestWatcherConfigMapVolume(t *testing.T) {
 // was fed; bad documents do not hold it; a missing directory is refused at start.
 func TestManifestWatcherReady(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "web.yaml"), svcDoc("web", "10.96.0.5")+"---\n"+sliceDoc("web", "10.244.1.2"))
+	writeFile(t, filepath.Join(dir, "web.yaml"), manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.2"))
 	writeFile(t, filepath.Join(dir, "bad.yaml"), "kind: [\n")
 	r := newWatchRig(t, dir)
 	ready := func() bool {
@@ -390,7 +367,7 @@ func TestManifestWatcherReadyBounded(t *testing.T) {
 			t.Fatalf("ready after %d polls while a file keeps changing", i)
 		default:
 		}
-		writeFile(t, filepath.Join(dir, "busy.yaml"), svcDoc("web", "10.96.0.5")+strings.Repeat("#\n", i))
+		writeFile(t, filepath.Join(dir, "busy.yaml"), manifesttest.Service("web", "10.96.0.5")+strings.Repeat("#\n", i))
 		r.poll(1)
 	}
 	select {
@@ -417,7 +394,7 @@ func captureKlog(t *testing.T) func() string {
 // svcproxy_manifest_errors.
 func TestManifestErrorsMetric(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "x.yaml"), svcDoc("a", "10.96.0.1")+"---\nkind: [\n---\nmetadata: {}\n")
+	writeFile(t, filepath.Join(dir, "x.yaml"), manifesttest.Service("a", "10.96.0.1")+"---\nkind: [\n---\nmetadata: {}\n")
 	reg := prometheus.NewRegistry()
 	m := proxy.NewMetrics(reg)
 	w := newManifestWatcher(dir, endpoints.NewTracker(endpoints.TrackerOptions{}), m.ManifestErrors)

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/svcproxy/svcproxy/internal/manifesttest"
 )
 
 func TestDecodeLists(t *testing.T) {
@@ -21,19 +23,19 @@ func TestDecodeLists(t *testing.T) {
 	}{
 		{
 			name: "every item used",
-			data: list(item(svcYAML("a", "10.96.0.1")), item(sliceYAML("a", "10.244.1.2"))),
+			data: list(item(manifesttest.Service("a", "10.96.0.1")), item(manifesttest.Slice("a", "10.244.1.2"))),
 			want: summary{Services: []string{"default/a"}, Slices: []string{"default/a-abc:1"}},
 		},
 		{
 			name:     "one bad item: the others are used, the bad one is named by document and item",
-			data:     svcYAML("z", "10.96.0.9") + "---\n" + list(item(svcYAML("a", "10.96.0.1")), item(strings.Replace(sliceYAML("b", "10.244.1.2"), "port: 80", "port: [80]", 1)), item(svcYAML("c", "10.96.0.3"))),
+			data:     manifesttest.Service("z", "10.96.0.9") + "---\n" + list(item(manifesttest.Service("a", "10.96.0.1")), item(strings.Replace(manifesttest.Slice("b", "10.244.1.2"), "port: 80", "port: [80]", 1)), item(manifesttest.Service("c", "10.96.0.3"))),
 			want:     summary{Services: []string{"default/z", "default/a", "default/c"}},
 			problems: []string{"l.yaml: document 1: item 1: EndpointSlice default/b-abc: json: cannot unmarshal array"},
 			held:     []Key{{"EndpointSlice", "default", "b-abc"}},
 		},
 		{
 			name:     "an item without kind",
-			data:     list(item("metadata: {name: x}"), item(svcYAML("a", "10.96.0.1"))),
+			data:     list(item("metadata: {name: x}"), item(manifesttest.Service("a", "10.96.0.1"))),
 			want:     summary{Services: []string{"default/a"}},
 			problems: []string{"l.yaml: document 0: item 0: no kind"},
 			broken:   true,
@@ -46,7 +48,7 @@ func TestDecodeLists(t *testing.T) {
 		},
 		{
 			name:     "a List in a List",
-			data:     list(item(list(item(svcYAML("a", "10.96.0.1")))), item(svcYAML("b", "10.96.0.2"))),
+			data:     list(item(list(item(manifesttest.Service("a", "10.96.0.1")))), item(manifesttest.Service("b", "10.96.0.2"))),
 			want:     summary{Services: []string{"default/b"}},
 			problems: []string{"l.yaml: document 0: item 0: a List inside a List"},
 			broken:   true,
@@ -72,7 +74,7 @@ func TestDecodeLists(t *testing.T) {
 // TestApply: an object is dropped only when its file says so in full; an unusable
 // document keeps the previous version of what it declared.
 func TestApply(t *testing.T) {
-	prev := Decode("f.yaml", []byte(svcYAML("a", "10.96.0.1")+"---\n"+svcYAML("b", "10.96.0.2")+"---\n"+sliceYAML("a", "10.244.1.2", "10.244.1.3")))
+	prev := Decode("f.yaml", []byte(manifesttest.Service("a", "10.96.0.1")+"---\n"+manifesttest.Service("b", "10.96.0.2")+"---\n"+manifesttest.Slice("a", "10.244.1.2", "10.244.1.3")))
 	if prev.Problems != nil {
 		t.Fatal(prev.Problems)
 	}
@@ -84,17 +86,17 @@ func TestApply(t *testing.T) {
 	}{
 		{
 			name: "the file parses in full: what it lacks goes",
-			data: svcYAML("a", "10.96.0.1") + "---\n" + sliceYAML("a", "10.244.1.9"),
+			data: manifesttest.Service("a", "10.96.0.1") + "---\n" + manifesttest.Slice("a", "10.244.1.9"),
 			want: summary{Services: []string{"default/a"}, Slices: []string{"default/a-abc:1"}},
 		},
 		{
 			name: "a bad document keeps the previous version of its object; b goes",
-			data: svcYAML("a", "10.96.0.1") + "---\n" + badPort(sliceYAML("a", "10.244.1.9")),
+			data: manifesttest.Service("a", "10.96.0.1") + "---\n" + badPort(manifesttest.Slice("a", "10.244.1.9")),
 			want: summary{Services: []string{"default/a"}, Slices: []string{"default/a-abc:2"}},
 		},
 		{
 			name: "a document that does not parse keeps every previous object the file does not declare now",
-			data: svcYAML("a", "10.96.0.1") + "---\nkind: [\n",
+			data: manifesttest.Service("a", "10.96.0.1") + "---\nkind: [\n",
 			want: summary{Services: []string{"default/a", "default/b"}, Slices: []string{"default/a-abc:2"}},
 		},
 		{

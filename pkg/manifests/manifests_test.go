@@ -9,31 +9,8 @@ import (
 	"testing/fstest"
 
 	"github.com/svcproxy/svcproxy/deploy"
+	"github.com/svcproxy/svcproxy/internal/manifesttest"
 )
-
-func svcYAML(name, ip string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: %s, namespace: default}
-spec:
-  clusterIP: %s
-  ports: [{name: http, port: 80, protocol: TCP}]
-`, name, ip)
-}
-
-func sliceYAML(svc string, addrs ...string) string {
-	s := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: %s-abc, namespace: default, labels: {kubernetes.io/service-name: %s}}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints:
-`, svc, svc)
-	for _, a := range addrs {
-		s += fmt.Sprintf("- {addresses: [%s], conditions: {ready: true}}\n", a)
-	}
-	return s
-}
 
 const svcJSON = `{"apiVersion": "v1", "kind": "Service",
  "metadata": {"name": "json-svc", "namespace": "ns"},
@@ -98,13 +75,13 @@ func TestRead(t *testing.T) {
 	}{
 		{
 			name: "multi-document YAML with empty, null and comment-only documents",
-			fs: fstest.MapFS{"all.yaml": file("# header\n---\n" + svcYAML("a", "10.96.0.1") + "---\n---\nnull\n---\n# just a comment\n---\n" +
-				sliceYAML("a", "10.244.1.2", "10.244.1.3") + "...\n---\n" + svcYAML("b", "10.96.0.2"))},
+			fs: fstest.MapFS{"all.yaml": file("# header\n---\n" + manifesttest.Service("a", "10.96.0.1") + "---\n---\nnull\n---\n# just a comment\n---\n" +
+				manifesttest.Slice("a", "10.244.1.2", "10.244.1.3") + "...\n---\n" + manifesttest.Service("b", "10.96.0.2"))},
 			want: summary{Services: []string{"default/a", "default/b"}, Slices: []string{"default/a-abc:2"}},
 		},
 		{
 			name: "JSON files: one object, and a large slice in a .json next to YAML",
-			fs:   fstest.MapFS{"svc.json": file(svcJSON), "slice.json": file(bigSliceJSON(300)), "y.yml": file(svcYAML("yml-svc", "10.96.0.3"))},
+			fs:   fstest.MapFS{"svc.json": file(svcJSON), "slice.json": file(bigSliceJSON(300)), "y.yml": file(manifesttest.Service("yml-svc", "10.96.0.3"))},
 			want: summary{Services: []string{"ns/json-svc", "default/yml-svc"}, Slices: []string{"ns/json-svc-1:300"}},
 		},
 		{
@@ -114,31 +91,31 @@ func TestRead(t *testing.T) {
 		},
 		{
 			name: "other kinds are skipped, registered or not",
-			fs: fstest.MapFS{"mixed.yaml": file(deploymentYAML + "---\n" + configMapYAML + "---\n" + svcYAML("a", "10.96.0.1") +
-				"---\n" + crdYAML + "---\n" + sliceYAML("a", "10.244.1.2"))},
+			fs: fstest.MapFS{"mixed.yaml": file(deploymentYAML + "---\n" + configMapYAML + "---\n" + manifesttest.Service("a", "10.96.0.1") +
+				"---\n" + crdYAML + "---\n" + manifesttest.Slice("a", "10.244.1.2"))},
 			want: summary{Services: []string{"default/a"}, Slices: []string{"default/a-abc:1"}},
 		},
 		{
 			name: "files are read in name order",
 			fs: fstest.MapFS{
-				"20-b.yaml": file(svcYAML("b", "10.96.0.2") + "---\n" + sliceYAML("b", "10.244.1.3")),
-				"03-c.yml":  file(svcYAML("c", "10.96.0.3")),
+				"20-b.yaml": file(manifesttest.Service("b", "10.96.0.2") + "---\n" + manifesttest.Slice("b", "10.244.1.3")),
+				"03-c.yml":  file(manifesttest.Service("c", "10.96.0.3")),
 				"10-a.json": file(strings.Replace(svcJSON, "json-svc", "a", 1)),
-				"99-z.yaml": file(sliceYAML("a", "10.244.1.2")),
+				"99-z.yaml": file(manifesttest.Slice("a", "10.244.1.2")),
 			},
 			want: summary{Services: []string{"default/c", "ns/a", "default/b"}, Slices: []string{"default/b-abc:1", "default/a-abc:1"}},
 		},
 		{
 			name: "non-manifest files and directories are ignored, and so are subdirectories' files",
 			fs: fstest.MapFS{
-				"svc.yaml":          file(svcYAML("a", "10.96.0.1")),
+				"svc.yaml":          file(manifesttest.Service("a", "10.96.0.1")),
 				"README.md":         file("# not yaml: [\n"),
 				"broken.yaml.bak":   file("{{{"),
 				"notes.txt":         file(": : :"),
 				"svc.yaml~":         file("{{{"),
 				"Makefile":          file("all:\n"),
-				"sub.yaml/x.yaml":   file(svcYAML("in-dir-named-yaml", "10.96.0.9")),
-				"nested/more.yaml":  file(svcYAML("nested", "10.96.0.8")),
+				"sub.yaml/x.yaml":   file(manifesttest.Service("in-dir-named-yaml", "10.96.0.9")),
+				"nested/more.yaml":  file(manifesttest.Service("nested", "10.96.0.8")),
 				"nested/bad.json":   file("{"),
 				"log/svcproxy.log":  file("x"),
 				"zz-empty.yaml":     file(""),
@@ -148,55 +125,55 @@ func TestRead(t *testing.T) {
 		},
 		{
 			name: "a subdirectory given as dir",
-			fs:   fstest.MapFS{"top.yaml": file(svcYAML("top", "10.96.0.1")), "m/x.yaml": file(svcYAML("x", "10.96.0.2"))},
+			fs:   fstest.MapFS{"top.yaml": file(manifesttest.Service("top", "10.96.0.1")), "m/x.yaml": file(manifesttest.Service("x", "10.96.0.2"))},
 			dir:  "m",
 			want: summary{Services: []string{"default/x"}},
 		},
 		{
 			name: "malformed YAML: the file and document are named, the file's other documents and the other files are used",
-			fs: fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")),
-				"b-bad.yaml": file(svcYAML("b", "10.96.0.2") + "---\nkind: Service\n  metadata: [oops\n---\n" + sliceYAML("b", "10.244.1.2"))},
+			fs: fstest.MapFS{"a.yaml": file(manifesttest.Service("a", "10.96.0.1")),
+				"b-bad.yaml": file(manifesttest.Service("b", "10.96.0.2") + "---\nkind: Service\n  metadata: [oops\n---\n" + manifesttest.Slice("b", "10.244.1.2"))},
 			want:     summary{Services: []string{"default/a", "default/b"}, Slices: []string{"default/b-abc:1"}},
 			problems: []string{"b-bad.yaml: document 1: not valid YAML"},
 		},
 		{
 			name:     "a field of the wrong type (port: \"80\") skips that document only",
-			fs:       fstest.MapFS{"ports.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "port: 80", `port: "80"`, 1) + "---\n" + svcYAML("b", "10.96.0.2"))},
+			fs:       fstest.MapFS{"ports.yaml": file(strings.Replace(manifesttest.Service("a", "10.96.0.1"), "port: 80", `port: "80"`, 1) + "---\n" + manifesttest.Service("b", "10.96.0.2"))},
 			want:     summary{Services: []string{"default/b"}},
 			problems: []string{"ports.yaml: document 0: Service default/a: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"},
 		},
 		{
 			name:     "a document without kind",
-			fs:       fstest.MapFS{"nokind.yaml": file("apiVersion: v1\nmetadata: {name: x}\n---\n" + svcYAML("a", "10.96.0.1")), "ok.yaml": file(svcYAML("b", "10.96.0.2"))},
+			fs:       fstest.MapFS{"nokind.yaml": file("apiVersion: v1\nmetadata: {name: x}\n---\n" + manifesttest.Service("a", "10.96.0.1")), "ok.yaml": file(manifesttest.Service("b", "10.96.0.2"))},
 			want:     summary{Services: []string{"default/a", "default/b"}},
 			problems: []string{"nokind.yaml: document 0: no kind"},
 		},
 		{
 			name:     "truncated JSON: the objects before the cut are used",
-			fs:       fstest.MapFS{"ok.yaml": file(svcYAML("a", "10.96.0.1")), "trunc.json": file(svcJSON + "\n" + bigSliceJSON(3)[:60])},
+			fs:       fstest.MapFS{"ok.yaml": file(manifesttest.Service("a", "10.96.0.1")), "trunc.json": file(svcJSON + "\n" + bigSliceJSON(3)[:60])},
 			want:     summary{Services: []string{"default/a", "ns/json-svc"}},
 			problems: []string{"trunc.json: document 1: not valid JSON"},
 		},
 		{
 			name:     "a bad document separator",
-			fs:       fstest.MapFS{"sep.yaml": file(svcYAML("a", "10.96.0.1") + "--- x\n" + svcYAML("b", "10.96.0.2"))},
+			fs:       fstest.MapFS{"sep.yaml": file(manifesttest.Service("a", "10.96.0.1") + "--- x\n" + manifesttest.Service("b", "10.96.0.2"))},
 			want:     summary{Services: []string{"default/b"}},
 			problems: []string{"sep.yaml: document 0: not valid YAML: invalid Yaml document separator"},
 		},
 		{
 			name:     "a Service of an apiVersion not read, a Service without a name, a scalar document",
-			fs:       fstest.MapFS{"x.yaml": file(strings.Replace(svcYAML("a", "10.96.0.1"), "apiVersion: v1", "apiVersion: v2", 1) + "---\nkind: Service\napiVersion: v1\n---\nhello\n---\n" + svcYAML("b", "10.96.0.2"))},
+			fs:       fstest.MapFS{"x.yaml": file(strings.Replace(manifesttest.Service("a", "10.96.0.1"), "apiVersion: v1", "apiVersion: v2", 1) + "---\nkind: Service\napiVersion: v1\n---\nhello\n---\n" + manifesttest.Service("b", "10.96.0.2"))},
 			want:     summary{Services: []string{"default/b"}},
 			problems: []string{`x.yaml: document 0: Service default/a: apiVersion "v2" is not read, only "v1"`, "x.yaml: document 1: Service without metadata.name", "x.yaml: document 2: not an object"},
 		},
 		{
 			name: "a directory named like a manifest is not read",
-			fs:   fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1")), "d.yaml": &fstest.MapFile{Mode: fs.ModeDir}},
+			fs:   fstest.MapFS{"a.yaml": file(manifesttest.Service("a", "10.96.0.1")), "d.yaml": &fstest.MapFile{Mode: fs.ModeDir}},
 			want: summary{Services: []string{"default/a"}},
 		},
 		{
 			name:    "missing directory",
-			fs:      fstest.MapFS{"a.yaml": file(svcYAML("a", "10.96.0.1"))},
+			fs:      fstest.MapFS{"a.yaml": file(manifesttest.Service("a", "10.96.0.1"))},
 			dir:     "nope",
 			wantErr: []string{"nope"},
 		},
@@ -307,7 +284,7 @@ func checkProblems(t *testing.T, got []Problem, want []string) {
 }
 
 func TestLoadIsStrict(t *testing.T) {
-	fsys := fstest.MapFS{"a.yaml": {Data: []byte(svcYAML("a", "10.96.0.1"))}, "b.yaml": {Data: []byte("kind: [\n---\nmetadata: {}\n")}}
+	fsys := fstest.MapFS{"a.yaml": {Data: []byte(manifesttest.Service("a", "10.96.0.1"))}, "b.yaml": {Data: []byte("kind: [\n---\nmetadata: {}\n")}}
 	objs, err := Load(fsys, ".")
 	if err == nil || objs != nil {
 		t.Fatalf("Load = %v, %v; want an error", objs, err)
