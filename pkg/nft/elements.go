@@ -46,7 +46,7 @@ func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]st
 	for i, e := range uniq {
 		entry := r.putHolder(owner, e)
 		ids[i] = entry.id
-		conflicts = append(conflicts, entry.conflicts(owner)...)
+		conflicts = append(conflicts, entry.conflicts(owner, r.contested[entry.id])...)
 	}
 	return ids, conflicts
 }
@@ -69,15 +69,13 @@ func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
 	case owner < entry.owner:
 		prev := entry.holder
 		entry.holder = holder{owner: owner, Element: e}
-		entry.more = insertHolder(entry.more, prev)
-		r.contested[id] = entry
+		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
 			r.markElem(owner, entry.id)
 			r.markElem(prev.owner, entry.id)
 		}
 	default:
-		entry.more = insertHolder(entry.more, holder{owner: owner, Element: e})
-		r.contested[id] = entry
+		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e})
 	}
 	return entry
 }
@@ -89,31 +87,33 @@ func (r *Ruleset) dropHolder(owner, id string) {
 	if entry == nil {
 		return
 	}
+	more := r.contested[id]
 	if entry.owner != owner {
-		entry.more = slices.DeleteFunc(entry.more, func(h holder) bool { return h.owner == owner })
-		if len(entry.more) == 0 {
-			entry.more = nil
-			delete(r.contested, id)
-		}
+		r.setContested(id, slices.DeleteFunc(more, func(h holder) bool { return h.owner == owner }))
 		return
 	}
-	if len(entry.more) == 0 {
+	if len(more) == 0 {
 		delete(r.elements, id)
 		r.markElem(owner, id)
 		return
 	}
 	prev := entry.Element
-	entry.holder = entry.more[0]
-	entry.more = entry.more[1:]
-	if len(entry.more) == 0 {
-		entry.more = nil
-		delete(r.contested, id)
-	}
+	entry.holder = more[0]
+	r.setContested(id, more[1:])
 	if !elementsEqual(prev, entry.Element) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
 		r.markElem(entry.owner, id)
 	}
+}
+
+// setContested records the versions not in effect for id; none ends the contest.
+func (r *Ruleset) setContested(id string, more []holder) {
+	if len(more) == 0 {
+		delete(r.contested, id)
+		return
+	}
+	r.contested[id] = more
 }
 
 // insertHolder puts h into hs, which is sorted by owner, replacing owner's version.
@@ -128,9 +128,9 @@ func insertHolder(hs []holder, h holder) []holder {
 
 // conflicts lists the owners whose version differs from the one in effect, as seen
 // by owner: all of them when owner is in effect, else owner itself.
-func (entry *elementEntry) conflicts(owner string) []ElementConflict {
+func (entry *elementEntry) conflicts(owner string, more []holder) []ElementConflict {
 	var out []ElementConflict
-	for _, h := range entry.more {
+	for _, h := range more {
 		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, entry.Element) {
 			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: entry.Element, Dropped: h.Element})
 		}
@@ -143,7 +143,8 @@ func (entry *elementEntry) conflicts(owner string) []ElementConflict {
 func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {
-		out = append(out, r.contested[id].conflicts(r.contested[id].owner)...)
+		entry := r.elements[id]
+		out = append(out, entry.conflicts(entry.owner, r.contested[id])...)
 	}
 	return out
 }

@@ -23,8 +23,11 @@ type Ruleset struct {
 	// that a refused transaction can be retried one owner at a time.
 	dirty map[string]*dirtyKeys
 
-	// contested holds the elements more than one owner adds; Conflicts reads it.
-	contested map[string]*elementEntry
+	// contested holds, for the elements more than one owner adds, the versions of
+	// the owners not in effect, sorted by owner. It lives beside the elements, not
+	// in each, because contests are rare and elements number in the hundreds of
+	// thousands.
+	contested map[string][]holder
 
 	// OnConflict, if set, is told about each conflict SetFragment returns. Within a
 	// batch of SetFragment calls a conflict may be transient (a Service handing a
@@ -39,7 +42,6 @@ type Ruleset struct {
 type elementEntry struct {
 	holder // the lowest owner and its value, which is in effect
 	id     string
-	more   []holder // the other owners, sorted; nil in the common case of one owner
 }
 
 // holder is one owner's version of an element.
@@ -82,7 +84,7 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		chainRefs: map[string]int{},
 		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
-		contested: map[string]*elementEntry{},
+		contested: map[string][]holder{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
