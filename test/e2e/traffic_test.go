@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // podClient makes requests from inside a pod's network namespace.
@@ -53,7 +55,7 @@ func (c *cluster) createClients(ctx context.Context) error {
 	for _, n := range c.workers() {
 		name := "client-" + n.short
 		var got *corev1.Pod
-		err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+		err := poll.Until(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 			p, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()

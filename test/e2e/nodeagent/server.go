@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // Ports every pod serves besides those its containers declare.
