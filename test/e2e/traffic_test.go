@@ -140,7 +140,8 @@ func (p *podClient) udpConn(addr string) (net.Conn, error) {
 	return netns.DialFunc(p.netns, 2*time.Second)(context.Background(), "udp4", addr)
 }
 
-// udpAsk sends one datagram on c and waits up to timeout for the answer.
+// udpAsk sends one datagram on c and waits up to timeout for the name of the
+// pod that answered (pods echo "NAME MESSAGE").
 func udpAsk(c net.Conn, timeout time.Duration) (string, error) {
 	if _, err := c.Write([]byte("who\n")); err != nil {
 		return "", err
@@ -151,5 +152,6 @@ func udpAsk(c net.Conn, timeout time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(buf[:n])), nil
+	name, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	return name, nil
 }
