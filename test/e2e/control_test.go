@@ -30,11 +30,14 @@ func (c *cluster) waitAPIReady(ctx context.Context) error {
 	return nil
 }
 
-// stopAPI takes the API away, as an outage: kube-apiserver first, then
-// etcd. Their data dirs stay; controllers, scheduler, agents and proxies keep
-// running and see connections refused.
+// stopAPI takes the API away, as an outage: kube-apiserver first, with
+// SIGKILL (a graceful stop would first remove its own address from the
+// kubernetes Service's endpoints, a real change the proxies would rightly
+// program), then etcd. Their data dirs stay; controllers, scheduler, agents
+// and proxies keep running and see connections refused.
 func (c *cluster) stopAPI() {
-	c.apiserver.stop(10 * time.Second)
+	c.apiserver.kill()
+	<-c.apiserver.done
 	c.etcd.stop(10 * time.Second)
 }
 
