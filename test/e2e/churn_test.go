@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
 const churnLabel = "e2e-churn"
@@ -206,11 +207,11 @@ func TestEndpointSliceChurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p50, cnt := histogramQuantile(before[n.name], after, "kubeproxy_network_programming_duration_seconds", 0.5)
-		p99, _ := histogramQuantile(before[n.name], after, "kubeproxy_network_programming_duration_seconds", 0.99)
+		p50, cnt := readback.HistogramQuantile(before[n.name], after, "kubeproxy_network_programming_duration_seconds", 0.5)
+		p99, _ := readback.HistogramQuantile(before[n.name], after, "kubeproxy_network_programming_duration_seconds", 0.99)
 		lat = append(lat, fmt.Sprintf("%s p50 %.3fs p99 %.3fs (%.0f)", n.short, p50, p99, cnt))
-		s50, _ := histogramQuantile(before[n.name], after, "kubeproxy_sync_proxy_rules_duration_seconds", 0.5)
-		s99, scnt := histogramQuantile(before[n.name], after, "kubeproxy_sync_proxy_rules_duration_seconds", 0.99)
+		s50, _ := readback.HistogramQuantile(before[n.name], after, "kubeproxy_sync_proxy_rules_duration_seconds", 0.5)
+		s99, scnt := readback.HistogramQuantile(before[n.name], after, "kubeproxy_sync_proxy_rules_duration_seconds", 0.99)
 		sync50 = append(sync50, fmt.Sprintf("%s %.3fs", n.short, s50))
 		sync99 = append(sync99, fmt.Sprintf("%s %.3fs (%.0f syncs)", n.short, s99, scnt))
 	}

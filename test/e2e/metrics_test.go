@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
 // scrape reads the proxy's Prometheus metrics on node n (series -> value).
@@ -29,57 +27,5 @@ func (c *cluster) scrape(n *node) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", n.name, err)
 	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
-			out[l[:i]] = v
-		}
-	}
-	return out, nil
+	return readback.ParseMetrics(string(b)), nil
 }
-
-// histogramQuantile estimates quantile q of the observations a histogram
-// gained between two scrapes, interpolating inside the bucket as
-// Prometheus' histogram_quantile does. It returns the count too.
-func histogramQuantile(before, after map[string]float64, name string, q float64) (float64, float64) {
-	type bucket struct{ le, n float64 }
-	var bs []bucket
-	prefix := name + `_bucket{le="`
-	for k, v := range after {
-		le, ok := strings.CutPrefix(k, prefix)
-		if !ok {
-			continue
-		}
-		le = strings.TrimSuffix(le, `"}`)
-		bound, err := strconv.ParseFloat(le, 64)
-		if le == "+Inf" {
-			bound, err = inf, nil
-		}
-		if err == nil {
-			bs = append(bs, bucket{bound, v - before[k]})
-		}
-	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
-	if len(bs) == 0 || bs[len(bs)-1].n == 0 {
-		return 0, 0
-	}
-	total := bs[len(bs)-1].n
-	rank := q * total
-	lo, prev := 0.0, 0.0
-	for _, b := range bs {
-		if b.n >= rank {
-			if b.le == inf {
-				return lo, total
-			}
-			return lo + (b.le-lo)*(rank-prev)/max(b.n-prev, 1e-9), total
-		}
-		lo, prev = b.le, b.n
-	}
-	return lo, total
-}
-
-var inf = 1e308

@@ -5,13 +5,13 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
 // rssKiB reads VmRSS of a process from /proc.
@@ -88,10 +88,6 @@ func (s *rssSampler) finish() (minKiB, maxKiB, samples map[string]int, errs []er
 	return minKiB, maxKiB, samples, s.errs
 }
 
-// volatile is what changes in a listing without any rule or element being
-// touched: counters and the timeouts of dynamic set entries.
-var volatile = regexp.MustCompile(`counter packets \d+ bytes \d+| expires [0-9dhms]+`)
-
 // ruleset lists, with handles, what the proxy under test holds in the node's
 // namespace: svcproxy's table, kube-proxy's nftables table, or (iptables
 // mode) the whole ruleset that iptables-nft writes. One normalised line per
@@ -108,29 +104,5 @@ func (c *cluster) ruleset(n *node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lines []string
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(volatile.ReplaceAllString(l, ""))
-		if l != "" && l != "}" {
-			lines = append(lines, l)
-		}
-	}
-	return lines, nil
-}
-
-// removed returns the lines of before that after lacks.
-func removed(before, after []string) []string {
-	have := map[string]int{}
-	for _, l := range after {
-		have[l]++
-	}
-	var out []string
-	for _, l := range before {
-		if have[l] > 0 {
-			have[l]--
-			continue
-		}
-		out = append(out, l)
-	}
-	return out
+	return readback.RulesetLines(out), nil
 }

@@ -14,6 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
 // rssBoundKiB is how much a proxy's RSS may move during the outage. With
@@ -137,7 +139,7 @@ func checkRules(t *testing.T, c *cluster, before map[string][]string, when strin
 			t.Errorf("ruleset on %s %s: %v", n.name, when, err)
 			continue
 		}
-		if gone := removed(before[n.name], now); len(gone) > 0 {
+		if gone := readback.Removed(before[n.name], now); len(gone) > 0 {
 			t.Errorf("%s, %s lost %d of %d ruleset lines, e.g.:\n%s", when, n.name, len(gone), len(before[n.name]), strings.Join(gone[:min(len(gone), 10)], "\n"))
 		}
 	}
