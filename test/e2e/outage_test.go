@@ -72,6 +72,7 @@ func TestAPIServerOutage(t *testing.T) {
 		before[n.name] = rs
 	}
 	rss := c.sampleRSS(2 * time.Second)
+	loadStart := time.Now()
 	load := startLoop(cl, ip, 80, 50*time.Millisecond, outage+3*time.Minute)
 	defer load.finish()
 	time.Sleep(2 * time.Second) // steady state before the outage
@@ -107,10 +108,11 @@ func TestAPIServerOutage(t *testing.T) {
 	time.Sleep(time.Second)
 	load.finish()
 
-	total, failed, first := load.count(time.Time{}, time.Now())
+	total, failed, first := load.count(loadStart, time.Now())
 	r.metric(t, "outage_failed", "%d/%d", failed, total)
 	if failed > 0 {
-		t.Errorf("%d of %d connections failed across the outage; first: %v", failed, total, first)
+		t.Errorf("%d of %d connections failed across the outage (load started %v before the API server stopped, which came back %v later, change written %v after that); first: %v",
+			failed, total, down.Sub(loadStart).Round(time.Millisecond), back.Sub(down).Round(time.Millisecond), changed.Sub(back).Round(time.Millisecond), first)
 	}
 	if total < int(outage/(50*time.Millisecond))/2 {
 		t.Errorf("only %d requests in %v: the load did not run", total, outage)
