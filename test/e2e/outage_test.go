@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
@@ -129,6 +130,15 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 	}
 	r.metric(t, "rss_mib_min_max", "%s", strings.Join(report, ", "))
+
+	// Leave the cluster as healthy as found: kube-controller-manager's
+	// informers back off too, and the next scenario needs its controllers.
+	service(t, simpleService("outage-kcm", 80, tcp, map[string]string{"app": "outage-a"}))
+	poll.Eventually(t, 3*time.Minute, "kube-controller-manager back after the outage", func() (bool, string) {
+		got, err := readyEndpoints(context.Background(), "outage-kcm")
+		return err == nil && len(got) == 1, fmt.Sprintf("%v %v", got, err)
+	})
+	r.metric(t, "controllers_back_s", "%.0f", time.Since(back).Seconds())
 }
 
 // checkRules fails the test for every line of the proxy's ruleset that a
