@@ -55,7 +55,7 @@ trap on_signal INT TERM HUP
 # A compiled test binary (not `go test`) so that a signal reaches the process
 # that tears the cluster down.
 go test -c -tags e2e -o bin/e2e.test ./test/e2e/
-args=(-test.v -test.count=1 -test.timeout=25m)
+args=(-test.v -test.count=1 -test.timeout=45m)
 [[ -n ${E2E_RUN:-} ]] && args+=(-test.run "$E2E_RUN")
 echo "e2e: PROXY=$PROXY k8s binaries $bins prefix $prefix" >&2
 E2E_K8S_BINS="$bins" \

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/deploy"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -129,22 +130,6 @@ func dumpLogOnFailure(t *testing.T, what, path string) {
 	})
 }
 
-// waitFor calls f until it returns nil or timeout passes, then fails with f's last error.
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // healthz GETs /healthz from inside ns and returns the status code and lastUpdated.
 func healthz(ns *netnstest.NS, addr string) (int, string, error) {
 	resp, err := ns.HTTPClient(time.Second).Get("http://" + addr + "/healthz")
@@ -169,7 +154,7 @@ func healthz(ns *netnstest.NS, addr string) (int, string, error) {
 // process has completed a sync.
 func waitSynced(t *testing.T, ns *netnstest.NS, addr string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "/healthz 200 after a sync", func() error {
+	poll.Eventually(t, 10*time.Second, "/healthz 200 after a sync", poll.NoError(func() error {
 		code, last, err := healthz(ns, addr)
 		switch {
 		case err != nil:
@@ -180,5 +165,5 @@ func waitSynced(t *testing.T, ns *netnstest.NS, addr string) {
 			return fmt.Errorf("not synced yet (lastUpdated %q)", last)
 		}
 		return nil
-	})
+	}))
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // TestPrometheusScrapesMetrics runs a real Prometheus next to svcproxy in a node
@@ -99,7 +100,7 @@ scrape_configs:
 	}
 	got := map[string]float64{}
 	var upLabels map[string]string
-	waitFor(t, 30*time.Second, "Prometheus to return samples of "+fmt.Sprint(queries), func() error {
+	poll.Eventually(t, 30*time.Second, "Prometheus to return samples of "+fmt.Sprint(queries), poll.NoError(func() error {
 		for _, q := range queries {
 			labels, v, err := query(q)
 			if err != nil {
@@ -111,7 +112,7 @@ scrape_configs:
 			}
 		}
 		return nil
-	})
+	}))
 	t.Logf("Prometheus says %v", got)
 
 	if up := got[queries[0]]; up != 1 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
@@ -55,10 +56,10 @@ func TestRestartKeepsTrafficFlowing(t *testing.T) {
 	args := []string{"--manifests", dir, "--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr}
 
 	first := startSvcproxy(t, w.Node, logPath, args...)
-	waitFor(t, 10*time.Second, "the ClusterIP to answer", func() error {
+	poll.Eventually(t, 10*time.Second, "the ClusterIP to answer", poll.NoError(func() error {
 		_, err := client.Get(clusterIP, 300*time.Millisecond)
 		return err
-	})
+	}))
 	waitSynced(t, w.Node, healthzAddr)
 	before := nft.NormalizeListing(listTable(t, w.Node, false))
 	beforeHandles := listTable(t, w.Node, true)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -26,6 +25,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
@@ -67,11 +67,11 @@ func main() {
 
 func run(n, e, samples int) error {
 	ns := fmt.Sprintf("spbench%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns add: %v: %s", err, out)
+	if err := netns.IP("netns", "add", ns); err != nil {
+		return err
 	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
-	f, err := os.Open("/run/netns/" + ns)
+	defer netns.Delete(ns)
+	f, err := os.Open(netns.Path(ns))
 	if err != nil {
 		return err
 	}
@@ -154,11 +154,11 @@ func run(n, e, samples int) error {
 	stopProfile()
 
 	// The kernel holds service 7's endpoints (the shape of the table aside).
-	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", proxy.TableName, "endpoints-07").Output() // 10.96.0.7's shard
+	out, err := netns.Exec(ns, "nft", "list", "map", "ip", proxy.TableName, "endpoints-07") // 10.96.0.7's shard
 	if err != nil {
 		return fmt.Errorf("nft list map: %w", err)
 	}
-	r.KernelRules = strings.Count(string(out), addr(96, 7)+" . tcp . 80 . ")
+	r.KernelRules = strings.Count(out, addr(96, 7)+" . tcp . 80 . ")
 	if r.KernelRules != e {
 		return fmt.Errorf("kernel holds %d endpoints of service 7, want %d", r.KernelRules, e)
 	}

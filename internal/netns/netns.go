@@ -1,7 +1,8 @@
-// Package netns runs a function inside another network namespace without moving the
-// process: the function runs on a locked OS thread that enters the namespace and
-// leaves it again. Sockets keep the namespace they were created in, so a socket
-// opened inside fn can be used from any goroutine afterwards.
+// Package netns works with named network namespaces without moving the process:
+// a function runs on a locked OS thread that enters the namespace and leaves it
+// again. Sockets keep the namespace they were created in, so a socket opened
+// inside fn can be used from any goroutine afterwards. It is the one namespace
+// package of the kernel tests (via internal/netnstest), bench and e2e suite.
 package netns
 
 import (
@@ -11,6 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// Path is the bind mount of the named network namespace NAME (`ip netns add NAME`).
+func Path(name string) string { return "/run/netns/" + name }
 
 // Do runs fn on an OS thread that has entered the network namespace at path (for
 // example /run/netns/NAME) and returns fn's error.

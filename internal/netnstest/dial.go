@@ -1,6 +1,7 @@
 package netnstest
 
 import (
+	"context"
 	"net"
 	"time"
 
@@ -16,37 +17,26 @@ func (ns *NS) Dial(network, addr string, timeout time.Duration) (net.Conn, error
 // DialFrom is Dial with a fixed local address (e.g. ":40000" for a UDP flow that
 // must keep its source port).
 func (ns *NS) DialFrom(network, local, addr string, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := netns.Do(ns.Path(), func() error {
-		d := net.Dialer{Timeout: timeout}
+	d := net.Dialer{Timeout: timeout}
+	if local != "" {
 		var err error
-		if local != "" {
-			switch network {
-			case "udp", "udp4":
-				d.LocalAddr, err = net.ResolveUDPAddr(network, local)
-			default:
-				d.LocalAddr, err = net.ResolveTCPAddr(network, local)
-			}
-			if err != nil {
-				return err
-			}
+		switch network {
+		case "udp", "udp4":
+			d.LocalAddr, err = net.ResolveUDPAddr(network, local)
+		default:
+			d.LocalAddr, err = net.ResolveTCPAddr(network, local)
 		}
-		c, err = d.Dial(network, addr)
-		return err
-	})
-	return c, err
+		if err != nil {
+			return nil, err
+		}
+	}
+	return netns.Dialer(ns.Name, d)(context.Background(), network, addr)
 }
 
 // Listen opens a listener inside the namespace.
 func (ns *NS) Listen(network, addr string) (net.Listener, error) {
-	var l net.Listener
-	err := netns.Do(ns.Path(), func() error {
-		var err error
-		l, err = net.Listen(network, addr)
-		return err
-	})
-	return l, err
+	return netns.Listen(ns.Name, network, addr)
 }
 
 // Path is the namespace's bind mount.
-func (ns *NS) Path() string { return "/run/netns/" + ns.Name }
+func (ns *NS) Path() string { return netns.Path(ns.Name) }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // NS is a named network namespace.
@@ -45,7 +47,7 @@ func New(t testing.TB, tag string) *NS {
 	}
 	ns := &NS{Name: name}
 	t.Cleanup(func() { ns.remove() })
-	f, err := os.Open("/run/netns/" + name)
+	f, err := os.Open(netns.Path(name))
 	if err != nil {
 		t.Fatalf("open netns %s: %v", name, err)
 	}
@@ -55,19 +57,12 @@ func New(t testing.TB, tag string) *NS {
 	return ns
 }
 
-func (ns *NS) remove() {
-	// Kill anything left running inside, then delete.
-	if out, _ := exec.Command("ip", "netns", "pids", ns.Name).Output(); len(out) > 0 {
-		for _, pid := range strings.Fields(string(out)) {
-			_ = exec.Command("kill", "-9", pid).Run()
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", ns.Name).Run()
-}
+// remove kills anything left running inside, then deletes the namespace.
+func (ns *NS) remove() { _ = netns.Delete(ns.Name) }
 
 // Run runs a command inside the namespace and returns its combined output.
 func (ns *NS) Run(args ...string) (string, error) {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns.Name}, args...)...).CombinedOutput()
+	out, err := ns.Command(args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -82,6 +77,4 @@ func (ns *NS) MustRun(t testing.TB, args ...string) string {
 }
 
 // Command returns an unstarted command that runs inside the namespace.
-func (ns *NS) Command(args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", ns.Name}, args...)...)
-}
+func (ns *NS) Command(args ...string) *exec.Cmd { return netns.Command(ns.Name, args...) }

@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // The simulated kind cluster. Every namespace name starts with the run's
@@ -65,7 +67,9 @@ type cluster struct {
 	pki         *pki
 	adminKC     string
 	proxyKC     string
-	control     []*proc
+	control     []*proc // started in this order, stopped in reverse
+	etcd        *proc
+	apiserver   *proc
 	client      kubernetes.Interface
 	rest        *rest.Config
 
@@ -265,6 +269,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	c.control = append(c.control, etcd)
+	c.etcd = etcd
 	api, err := c.start("kube-apiserver", cp.netns, c.bin("kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=0.0.0.0",
@@ -285,18 +290,9 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	c.control = append(c.control, api)
-	err = pollOrAbort(ctx, 90*time.Second, 250*time.Millisecond, func() (bool, string, error) {
-		if api.exited() || etcd.exited() {
-			return false, "", errors.New("etcd or kube-apiserver exited")
-		}
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return false, fmt.Sprintf("%v %s", err, body), nil
-		}
-		return string(body) == "ok", string(body), nil
-	})
-	if err != nil {
-		return fmt.Errorf("kube-apiserver /readyz: %w (see %s)", err, c.logDir)
+	c.apiserver = api
+	if err := c.waitAPIReady(ctx); err != nil {
+		return err
 	}
 	kcm, err := c.start("kube-controller-manager", cp.netns, c.bin("kube-controller-manager"),
 		"--kubeconfig="+p("kcm.kubeconfig"),
@@ -326,7 +322,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 	}
 	c.control = append(c.control, sched)
 	// The serviceaccount controller creates "default"; Pods need it.
-	err = pollOrAbort(ctx, 60*time.Second, 250*time.Millisecond, func() (bool, string, error) {
+	err = poll.UntilOrAbort(ctx, 60*time.Second, 250*time.Millisecond, func() (bool, string, error) {
 		if kcm.exited() {
 			return false, "", errors.New("kube-controller-manager exited")
 		}

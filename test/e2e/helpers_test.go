@@ -14,15 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	if err := poll(context.Background(), timeout, 50*time.Millisecond, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
 
 // expectAnswers polls the ClusterIP from cl until every name in want has
 // answered at least once.
@@ -31,7 +25,7 @@ func expectAnswers(t *testing.T, cl *podClient, ip string, port int32, want []st
 	seen := map[string]int{}
 	errs := 0
 	var lastErr error
-	eventually(t, 45*time.Second, fmt.Sprintf("%s answered by %v from %s", ip, want, cl.name), func() (bool, string) {
+	poll.Eventually(t, 45*time.Second, fmt.Sprintf("%s answered by %v from %s", ip, want, cl.name), func() (bool, string) {
 		got, err := cl.hit(ip, port)
 		if err != nil {
 			errs++
@@ -91,7 +85,7 @@ func waitEndpoints(t *testing.T, svc string, ps []corev1.Pod) {
 		want = append(want, p.Status.PodIP)
 	}
 	sort.Strings(want)
-	eventually(t, 60*time.Second, "endpoints of "+svc, func() (bool, string) {
+	poll.Eventually(t, 60*time.Second, "endpoints of "+svc, func() (bool, string) {
 		got, err := readyEndpoints(context.Background(), svc)
 		if err != nil {
 			return false, err.Error()

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 const ns = "default"
@@ -180,7 +182,7 @@ func waitPods(t *testing.T, selector map[string]string, n int) []corev1.Pod {
 	t.Helper()
 	ctx := ctxFor(t, 90*time.Second)
 	var got []corev1.Pod
-	err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+	err := poll.Until(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 		all, err := pods(ctx, selector)
 		if err != nil {
 			return false, err.Error()

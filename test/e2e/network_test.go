@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // TestPodNetwork checks the harness itself: a pod reaches a pod on the other
@@ -21,7 +23,7 @@ func TestPodNetwork(t *testing.T) {
 	cl := clientOn(w1.name)
 	url := fmt.Sprintf("http://%s/clientip", target.Status.PodIP)
 	var got string
-	eventually(t, 30*time.Second, "pod to pod across nodes", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "pod to pod across nodes", func() (bool, string) {
 		var err error
 		got, err = cl.get(url)
 		return err == nil, fmt.Sprint(err)
@@ -31,7 +33,7 @@ func TestPodNetwork(t *testing.T) {
 	}
 
 	svc := service(t, simpleService("net-target", 80, tcp, map[string]string{"app": "net-target"}))
-	eventually(t, 30*time.Second, "source through the ClusterIP", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "source through the ClusterIP", func() (bool, string) {
 		var err error
 		got, err = cl.get(fmt.Sprintf("http://%s/clientip", svc.Spec.ClusterIP))
 		return err == nil, fmt.Sprint(err)

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,11 +10,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // proc is a process the harness started.
 type proc struct {
 	name string
+	ns   string
+	argv []string // as given to start, for restart
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -28,18 +31,18 @@ func (c *cluster) start(name, ns string, argv ...string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ns != "" {
-		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
-	}
-	fmt.Fprintf(f, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if ns != "" {
+		cmd = netns.Command(ns, argv...)
+	}
+	fmt.Fprintf(f, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(cmd.Args, " "))
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, ns: ns, argv: argv, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -47,6 +50,18 @@ func (c *cluster) start(name, ns string, argv ...string) (*proc, error) {
 	}()
 	return p, nil
 }
+
+// restart starts p's command again, with the same arguments and log file,
+// once p has exited.
+func (c *cluster) restart(p *proc) (*proc, error) {
+	if !p.exited() {
+		return nil, fmt.Errorf("restart %s: still running", p.name)
+	}
+	return c.start(p.name, p.ns, p.argv...)
+}
+
+// pid is the process id (`ip netns exec` execs in place: the program's own).
+func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 func (p *proc) exited() bool {
 	select {
@@ -69,40 +84,6 @@ func (p *proc) stop(grace time.Duration) {
 	case <-time.After(grace):
 		p.kill()
 		<-p.done
-	}
-}
-
-// poll calls cond every interval until it reports true, the timeout passes
-// or ctx ends; the error carries cond's last message.
-func poll(ctx context.Context, timeout, interval time.Duration, cond func() (bool, string)) error {
-	return pollOrAbort(ctx, timeout, interval, func() (bool, string, error) {
-		ok, msg := cond()
-		return ok, msg, nil
-	})
-}
-
-// pollOrAbort is poll with a condition that can give up early by returning
-// an error (a process it waits for has exited).
-func pollOrAbort(ctx context.Context, timeout, interval time.Duration, cond func() (bool, string, error)) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, msg, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		last = msg
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v: %s", timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s", ctx.Err(), last)
-		case <-time.After(interval):
-		}
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // proxyCommand is the command line of the proxy under test on node n: the
@@ -74,7 +76,7 @@ func (c *cluster) waitProxyHealthy(ctx context.Context, n *node, timeout time.Du
 		Timeout:   time.Second,
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort)
-	return pollOrAbort(ctx, timeout, 50*time.Millisecond, func() (bool, string, error) {
+	return poll.UntilOrAbort(ctx, timeout, 50*time.Millisecond, func() (bool, string, error) {
 		if p.exited() {
 			return false, "", fmt.Errorf("proxy on %s exited (%v):\n%s", n.name, p.err, tail(filepath.Join(c.logDir, p.name+".log"), 20))
 		}

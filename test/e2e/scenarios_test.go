@@ -16,8 +16,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 const tcp = corev1.ProtocolTCP
@@ -50,7 +51,7 @@ func TestSeedWalkthrough(t *testing.T) {
 	}
 	deleted := time.Now()
 	var replacement string
-	eventually(t, 60*time.Second, "replacement pod ready", func() (bool, string) {
+	poll.Eventually(t, 60*time.Second, "replacement pod ready", func() (bool, string) {
 		ps, err := pods(ctx, lbl)
 		if err != nil {
 			return false, err.Error()
@@ -108,7 +109,7 @@ func TestSessionAffinity(t *testing.T) {
 	cl := clientOn(c.workers()[0].name)
 	ps := waitPods(t, lbl, 3)
 	waitEndpoints(t, "sticky", ps)
-	eventually(t, 30*time.Second, "sticky served", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "sticky served", func() (bool, string) {
 		_, err := cl.hit(ip, 80)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -128,7 +129,7 @@ func TestSessionAffinity(t *testing.T) {
 	if _, err := c.client.CoreV1().Services(ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "spread after affinity off", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "spread after affinity off", func() (bool, string) {
 		got, err := tally(cl, ip, 80, 20)
 		delete(got, "")
 		return err == nil && len(got) >= 2, fmt.Sprintf("%v %v", got, err)
@@ -196,7 +197,7 @@ func TestNoEndpointsRefused(t *testing.T) {
 	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
 	cl := clientOn(c.workers()[0].name)
 	var took time.Duration
-	eventually(t, 30*time.Second, "connection refused", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "connection refused", func() (bool, string) {
 		start := time.Now()
 		err := cl.dialTCP(addr, 3*time.Second)
 		took = time.Since(start)
@@ -213,7 +214,7 @@ func TestKubernetesService(t *testing.T) {
 	for _, n := range theCluster.workers() {
 		cl := clientOn(n.name)
 		var body string
-		eventually(t, 30*time.Second, "https://"+kubernetesIP+"/version from "+cl.name, func() (bool, string) {
+		poll.Eventually(t, 30*time.Second, "https://"+kubernetesIP+"/version from "+cl.name, func() (bool, string) {
 			var err error
 			body, err = cl.get("https://" + kubernetesIP + ":443/version")
 			return err == nil, fmt.Sprint(err)
@@ -238,7 +239,7 @@ func TestUDP(t *testing.T) {
 	waitEndpoints(t, "udp-echo", []corev1.Pod{first})
 
 	var conn net.Conn
-	eventually(t, 30*time.Second, "UDP round trip", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, "UDP round trip", func() (bool, string) {
 		cn, err := cl.udpConn(addr)
 		if err != nil {
 			return false, err.Error()
@@ -260,7 +261,7 @@ func TestUDP(t *testing.T) {
 	}
 	deleted := time.Now()
 	var answers []string
-	eventually(t, 45*time.Second, "same UDP socket answered by the replacement", func() (bool, string) {
+	poll.Eventually(t, 45*time.Second, "same UDP socket answered by the replacement", func() (bool, string) {
 		got, err := udpAsk(conn, 200*time.Millisecond)
 		if err == nil && (len(answers) == 0 || answers[len(answers)-1] != got) {
 			answers = append(answers, got)
@@ -287,7 +288,7 @@ func TestProxyRestart(t *testing.T) {
 	waitEndpoints(t, "restart", ps)
 	expectAnswers(t, cl, ip, 80, names(ps))
 
-	loop := startLoop(cl, ip, 80)
+	loop := startLoop(cl, ip, 80, 10*time.Millisecond, 2*time.Minute)
 	defer loop.finish()
 	time.Sleep(time.Second) // steady state before the kill
 
@@ -329,8 +330,8 @@ func TestProxyRestart(t *testing.T) {
 	}
 }
 
-// loop sends a request every ~10 ms from a client pod until finished (or
-// for at most two minutes) and remembers every outcome.
+// loop sends a request (a new connection) every ~every from a client pod
+// until finished or for at most limit, and remembers every outcome.
 type loop struct {
 	stop chan struct{}
 	done chan struct{}
@@ -343,11 +344,11 @@ type outcome struct {
 	err error
 }
 
-func startLoop(cl *podClient, ip string, port int32) *loop {
+func startLoop(cl *podClient, ip string, port int32, every, limit time.Duration) *loop {
 	l := &loop{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		deadline := time.After(2 * time.Minute)
+		deadline := time.After(limit)
 		for {
 			select {
 			case <-l.stop:
@@ -361,7 +362,7 @@ func startLoop(cl *podClient, ip string, port int32) *loop {
 			l.mu.Lock()
 			l.out = append(l.out, outcome{start, err})
 			l.mu.Unlock()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(every - min(every, time.Since(start)))
 		}
 	}()
 	return l
@@ -380,7 +381,7 @@ func (l *loop) count(from, to time.Time) (total, failed int, first error) {
 		if o.err != nil {
 			failed++
 			if first == nil {
-				first = fmt.Errorf("%v after the kill: %w", o.at.Sub(from).Round(time.Millisecond), o.err)
+				first = fmt.Errorf("%v after the start: %w", o.at.Sub(from).Round(time.Millisecond), o.err)
 			}
 		}
 	}
@@ -414,36 +415,10 @@ func TestProgrammingLatency(t *testing.T) {
 	cl := clientOn(c.workers()[0].name)
 	ctx := ctxFor(t, 3*time.Minute)
 	esc := c.client.DiscoveryV1().EndpointSlices(ns)
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "latency-e2e",
-			Labels: map[string]string{
-				discoveryv1.LabelServiceName: "latency",
-				discoveryv1.LabelManagedBy:   "e2e.svcproxy.dev",
-			},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ref(""), Port: ref(int32(80)), Protocol: ref(tcp)}},
-	}
-	setEndpoint := func(p corev1.Pod) {
-		slice.Endpoints = []discoveryv1.Endpoint{{
-			Addresses:  []string{p.Status.PodIP},
-			Conditions: discoveryv1.EndpointConditions{Ready: ref(true), Serving: ref(true), Terminating: ref(false)},
-			NodeName:   ref(p.Spec.NodeName),
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: p.Name, UID: p.UID},
-		}}
-	}
+	slice := manualSlice("latency-e2e", "latency", 80)
+	setEndpoint := func(p corev1.Pod) { slice.Endpoints = []discoveryv1.Endpoint{podEndpoint(p)} }
 	setEndpoint(a)
-	created, err := esc.Create(ctx, slice, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slice = created
-	t.Cleanup(func() {
-		if err := esc.Delete(context.Background(), "latency-e2e", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Logf("delete slice: %v", err)
-		}
-	})
+	slice = createSlice(t, slice)
 	expectAnswers(t, cl, ip, 80, []string{a.Name})
 
 	var lat []time.Duration
@@ -464,18 +439,9 @@ func TestProgrammingLatency(t *testing.T) {
 		}
 		changed := time.Now()
 		slice = updated
-		var took time.Duration
-		deadline := changed.Add(30 * time.Second)
-		for {
-			got, _ := cl.hit(ip, 80)
-			if got == target.Name {
-				took = time.Since(changed)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("change %d: %s not served within 30s (last answer %q)", i, target.Name, got)
-			}
-			time.Sleep(2 * time.Millisecond)
+		took, err := firstAnswer(cl, ip, 80, target.Name, changed, 30*time.Second)
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
 		}
 		lat = append(lat, took)
 		got, err := tally(cl, ip, 80, 5)

@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // podClient makes requests from inside a pod's network namespace.
@@ -53,7 +55,7 @@ func (c *cluster) createClients(ctx context.Context) error {
 	for _, n := range c.workers() {
 		name := "client-" + n.short
 		var got *corev1.Pod
-		err := poll(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
+		err := poll.Until(ctx, 60*time.Second, 100*time.Millisecond, func() (bool, string) {
 			p, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -138,7 +140,8 @@ func (p *podClient) udpConn(addr string) (net.Conn, error) {
 	return netns.DialFunc(p.netns, 2*time.Second)(context.Background(), "udp4", addr)
 }
 
-// udpAsk sends one datagram on c and waits up to timeout for the answer.
+// udpAsk sends one datagram on c and waits up to timeout for the name of the
+// pod that answered (pods echo "NAME MESSAGE").
 func udpAsk(c net.Conn, timeout time.Duration) (string, error) {
 	if _, err := c.Write([]byte("who\n")); err != nil {
 		return "", err
@@ -149,5 +152,6 @@ func udpAsk(c net.Conn, timeout time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(buf[:n])), nil
+	name, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	return name, nil
 }

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 func main() { os.Exit(run()) }

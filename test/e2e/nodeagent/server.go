@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcproxy/svcproxy/test/e2e/netns"
+	"github.com/svcproxy/svcproxy/internal/echoserver"
+	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // Ports every pod serves besides those its containers declare.
@@ -36,8 +35,9 @@ type pod struct {
 }
 
 // serve starts an HTTP server on every TCP port and a UDP echo on every UDP
-// port of the pod; each answers with the pod's name (HTTP /clientip answers
-// with the source address of the request instead).
+// port of the pod (internal/echoserver): each answers with the pod's name
+// (HTTP /clientip with the source address of the request instead; UDP
+// with "NAME MESSAGE").
 func (p *pod) serve(in *corev1.Pod) error {
 	tcp := map[int32]bool{defaultTCPPort: true}
 	udp := map[int32]bool{defaultUDPPort: true}
@@ -51,25 +51,13 @@ func (p *pod) serve(in *corev1.Pod) error {
 			}
 		}
 	}
-	answer := []byte(p.name + "\n")
 	for port := range tcp {
 		l, err := netns.Listen(p.netns, "tcp4", fmt.Sprintf(":%d", port))
 		if err != nil {
 			p.close()
 			return fmt.Errorf("listen tcp %d: %w", port, err)
 		}
-		srv := &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/plain")
-				if r.URL.Path == "/clientip" { // the source address the pod sees
-					host, _, _ := net.SplitHostPort(r.RemoteAddr)
-					_, _ = w.Write([]byte(host + "\n"))
-					return
-				}
-				_, _ = w.Write(answer)
-			}),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
+		srv := echoserver.HTTPServer(p.name)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Printf("pod %s: http: %v", p.name, err)
@@ -84,16 +72,8 @@ func (p *pod) serve(in *corev1.Pod) error {
 			return fmt.Errorf("listen udp %d: %w", port, err)
 		}
 		go func() {
-			buf := make([]byte, 2048)
-			for {
-				_, from, err := c.ReadFrom(buf)
-				if err != nil {
-					if !errors.Is(err, net.ErrClosed) {
-						log.Printf("pod %s: udp: %v", p.name, err)
-					}
-					return
-				}
-				_, _ = c.WriteTo(answer, from)
+			if err := echoserver.EchoUDP(c, p.name); err != nil {
+				log.Printf("pod %s: udp: %v", p.name, err)
 			}
 		}()
 		p.add(func() { _ = c.Close() })

@@ -1,0 +1,70 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
+
+// waitAPIReady waits until kube-apiserver answers /readyz with ok.
+func (c *cluster) waitAPIReady(ctx context.Context) error {
+	api, etcd := c.apiserver, c.etcd
+	err := poll.UntilOrAbort(ctx, 90*time.Second, 100*time.Millisecond, func() (bool, string, error) {
+		if api.exited() || etcd.exited() {
+			return false, "", errors.New("etcd or kube-apiserver exited")
+		}
+		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("%v %s", err, body), nil
+		}
+		return string(body) == "ok", string(body), nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver /readyz: %w (see %s)", err, c.logDir)
+	}
+	return nil
+}
+
+// stopAPI takes the API away, as an outage: kube-apiserver first, with
+// SIGKILL (a graceful stop would first remove its own address from the
+// kubernetes Service's endpoints, a real change the proxies would rightly
+// program), then etcd. Their data dirs stay; controllers, scheduler, agents
+// and proxies keep running and see connections refused.
+func (c *cluster) stopAPI() {
+	c.apiserver.kill()
+	<-c.apiserver.done
+	c.etcd.stop(10 * time.Second)
+}
+
+// startAPI starts etcd and kube-apiserver again with the same flags, data
+// dir and ports, and waits until the API server is ready.
+func (c *cluster) startAPI(ctx context.Context) error {
+	etcd, err := c.restart(c.etcd)
+	if err != nil {
+		return err
+	}
+	c.replaceControl(c.etcd, etcd)
+	c.etcd = etcd
+	api, err := c.restart(c.apiserver)
+	if err != nil {
+		return err
+	}
+	c.replaceControl(c.apiserver, api)
+	c.apiserver = api
+	return c.waitAPIReady(ctx)
+}
+
+// replaceControl puts a restarted process where its predecessor was, so that
+// teardown stops the control plane in the right order.
+func (c *cluster) replaceControl(old, now *proc) {
+	for i, p := range c.control {
+		if p == old {
+			c.control[i] = now
+		}
+	}
+}
