@@ -92,9 +92,9 @@ func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
-			table = ad.String()
+			table = cString(ad.Bytes()) // C semantics, as the kernel reads it: an embedded NUL ends the name
 		case unix.NFTA_RULE_CHAIN:
-			chain = ad.String()
+			chain = cString(ad.Bytes())
 		case unix.NFTA_RULE_USERDATA:
 			hash, _ = ruleHashOf(ad.Bytes())
 		}
@@ -116,11 +116,11 @@ func decodeChain(data []byte) (table, name string, cv ChainView, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_CHAIN_TABLE:
-			table = ad.String()
+			table = cString(ad.Bytes())
 		case unix.NFTA_CHAIN_NAME:
-			name = ad.String()
+			name = cString(ad.Bytes())
 		case unix.NFTA_CHAIN_TYPE:
-			typ = ad.String()
+			typ = cString(ad.Bytes())
 		case unix.NFTA_CHAIN_POLICY:
 			if p := ad.Uint32(); p != nfAccept {
 				cv.Policy = fmt.Sprintf("policy(%d)", p)
@@ -181,9 +181,9 @@ func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_SET_TABLE:
-			table = ad.String()
+			table = cString(ad.Bytes())
 		case unix.NFTA_SET_NAME:
-			s.Name = ad.String()
+			s.Name = cString(ad.Bytes())
 		case unix.NFTA_SET_FLAGS:
 			flags = ad.Uint32()
 		case unix.NFTA_SET_KEY_TYPE:
@@ -293,9 +293,9 @@ func decodeElements(s *Set, data []byte) (table, set string, out []Element, err 
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_SET_ELEM_LIST_TABLE:
-			table = ad.String()
+			table = cString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_SET:
-			set = ad.String()
+			set = cString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
 			ad.Nested(func(nd *netlink.AttributeDecoder) error {
 				for nd.Next() {
