@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,19 +11,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-)
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
 
 func TestRegisterDeliversEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -58,9 +49,9 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("ns").Create(ctx, sliceA2(readyEP("10.0.0.2")), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create slice: %v", err)
 	}
-	waitFor(t, "slice add", func() bool {
+	poll.Eventually(t, 10*time.Second, "slice add", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Endpoints[portA.Name]) == 2
+		return len(snap.Endpoints[portA.Name]) == 2, fmt.Sprintf("endpoints %v", snap.Endpoints[portA.Name])
 	})
 
 	upd := svcA()
@@ -68,26 +59,26 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	if _, err := client.CoreV1().Services("ns").Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update service: %v", err)
 	}
-	waitFor(t, "service update", func() bool {
+	poll.Eventually(t, 10*time.Second, "service update", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return snap.Services[portA.Name].Port == 8000
+		return snap.Services[portA.Name].Port == 8000, fmt.Sprintf("port %d", snap.Services[portA.Name].Port)
 	})
 
 	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete slice: %v", err)
 	}
-	waitFor(t, "slice delete", func() bool {
+	poll.Eventually(t, 10*time.Second, "slice delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
 		eps := snap.Endpoints[portA.Name]
-		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2")
+		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2"), fmt.Sprintf("endpoints %v", eps)
 	})
 
 	if err := client.CoreV1().Services("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete service: %v", err)
 	}
-	waitFor(t, "service delete", func() bool {
+	poll.Eventually(t, 10*time.Second, "service delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Services) == 0
+		return len(snap.Services) == 0, fmt.Sprintf("%d Services", len(snap.Services))
 	})
 }
 
