@@ -3,13 +3,16 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcproxy/svcproxy/internal/poll"
@@ -100,6 +103,54 @@ func TestRegisterPlain(t *testing.T) {
 	for typ, ok := range synced {
 		if !ok {
 			t.Errorf("informer for %v did not sync", typ)
+		}
+	}
+}
+
+// TestRetryingInformersSyncThroughAnOutage: informers built by
+// UseRetryingInformers list through five refused connections at once (the
+// factory's own would back off 0.8+1.6+3.2+6.4 s at least), with the
+// caller's label selector on every request.
+func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
+	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")))
+	var mu sync.Mutex
+	refused := map[string]int{}
+	selectors := map[string]string{}
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res := a.GetResource().Resource
+		selectors[res] = a.(k8stesting.ListAction).GetListRestrictions().Labels.String()
+		if refused[res] < 5 {
+			refused[res]++
+			return true, nil, errRefused
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	const selector = "!service.kubernetes.io/service-proxy-name"
+	UseRetryingInformers(factory, func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
+	tr := NewTracker(TrackerOptions{})
+	hasSynced, err := RegisterSynced(factory, tr)
+	if err != nil {
+		t.Fatalf("RegisterSynced: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
+		t.Fatalf("informers not synced within 2 s of five refused lists each")
+	}
+	snap, _, _ := tr.Take()
+	if got := snap.Endpoints[portA.Name]; len(got) != 1 {
+		t.Errorf("endpoints of a = %v, want the listed slice", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, res := range []string{"services", "endpointslices"} {
+		if refused[res] != 5 || selectors[res] != selector {
+			t.Errorf("%s: %d refused lists, selector %q; want 5, %q", res, refused[res], selectors[res], selector)
 		}
 	}
 }
