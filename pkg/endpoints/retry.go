@@ -127,6 +127,7 @@ type retrying struct {
 	downSince     time.Time // first failure of the current outage; zero when up
 	lastTransient time.Time
 	retries       int
+	lastErr       error // of the current outage
 }
 
 var _ ListerWatcher = &retrying{}
@@ -208,16 +209,20 @@ func (r *retrying) shouldRetry(op string, err error) bool {
 		r.o.Logger.Info("API server unavailable; retrying until it answers", "resource", r.what, "op", op, "every", r.o.Interval, "err", err.Error())
 	}
 	r.retries++
+	r.lastErr = err
 	return true
 }
 
-// up ends an outage, if there was one, with one log line.
+// up ends an outage, if there was one, with one log line that tells how
+// long it lasted and what the API server answered last (a Forbidden there
+// shows an authorizer that was not ready yet).
 func (r *retrying) up() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.downSince.IsZero() {
 		return
 	}
-	r.o.Logger.Info("API server answers again", "resource", r.what, "after", r.o.Now().Sub(r.downSince).Round(time.Millisecond), "retries", r.retries)
-	r.downSince, r.retries = time.Time{}, 0
+	r.o.Logger.Info("API server answers again", "resource", r.what, "after", r.o.Now().Sub(r.downSince).Round(time.Millisecond),
+		"retries", r.retries, "lastError", r.lastErr.Error())
+	r.downSince, r.retries, r.lastErr = time.Time{}, 0, nil
 }

@@ -154,7 +154,7 @@ func TestRetryingListerWatcher(t *testing.T) {
 		{
 			name: "a minute of refused connections: one line when it starts, one when it ends",
 			errs: many(errRefused, 240), step: 250 * time.Millisecond, wantCalls: 241,
-			wantLogs: []string{`"msg"="API server unavailable; retrying until it answers"`, `"msg"="API server answers again" "resource"="Services" "after"="1m0s" "retries"=240`},
+			wantLogs: []string{`"msg"="API server unavailable; retrying until it answers"`, `"msg"="API server answers again" "resource"="Services" "after"="1m0s" "retries"=240 "lastError"="Get \"https://172.18.0.2:6443\": dial tcp: connection refused"`},
 		},
 		{
 			name: "every transient kind is retried",
@@ -164,7 +164,7 @@ func TestRetryingListerWatcher(t *testing.T) {
 		{
 			name: "forbidden right after the restart is retried until the authorizer is ready",
 			errs: []error{errRefused, errRefused, errForbid, errUnauth, errForbid}, step: time.Second, wantCalls: 6,
-			wantLogs: []string{"API server unavailable", "API server answers again"},
+			wantLogs: []string{"API server unavailable", `"retries"=5 "lastError"="endpointslices.discovery.k8s.io is forbidden`},
 		},
 		{
 			name: "forbidden without an outage is missing RBAC: returned at once and logged",
