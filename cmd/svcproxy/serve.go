@@ -159,12 +159,15 @@ func clusterClient(o *options) (kubernetes.Interface, error) {
 }
 
 // watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
-// minus those another proxy owns and headless ones.
+// minus those another proxy owns and headless ones. They retry a refused or
+// failed List/Watch every 250 ms themselves (endpoints.RetryingListerWatcher),
+// so a change made right after an API server outage arrives at once rather
+// than after client-go's backoff of up to a minute.
 func watchCluster(ctx context.Context, client kubernetes.Interface, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 15*time.Minute,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
-		}))
+	factory := informers.NewSharedInformerFactory(client, 15*time.Minute)
+	endpoints.UseRetryingInformers(factory, func(lo *metav1.ListOptions) {
+		lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+	}, endpoints.RetryOptions{})
 	synced, err := endpoints.RegisterSynced(factory, tracker)
 	if err != nil {
 		return nil, err

@@ -2,27 +2,21 @@ package endpoints
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-)
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
 
 func TestRegisterDeliversEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -58,9 +52,9 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("ns").Create(ctx, sliceA2(readyEP("10.0.0.2")), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create slice: %v", err)
 	}
-	waitFor(t, "slice add", func() bool {
+	poll.Eventually(t, 10*time.Second, "slice add", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Endpoints[portA.Name]) == 2
+		return len(snap.Endpoints[portA.Name]) == 2, fmt.Sprintf("endpoints %v", snap.Endpoints[portA.Name])
 	})
 
 	upd := svcA()
@@ -68,26 +62,26 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	if _, err := client.CoreV1().Services("ns").Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update service: %v", err)
 	}
-	waitFor(t, "service update", func() bool {
+	poll.Eventually(t, 10*time.Second, "service update", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return snap.Services[portA.Name].Port == 8000
+		return snap.Services[portA.Name].Port == 8000, fmt.Sprintf("port %d", snap.Services[portA.Name].Port)
 	})
 
 	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete slice: %v", err)
 	}
-	waitFor(t, "slice delete", func() bool {
+	poll.Eventually(t, 10*time.Second, "slice delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
 		eps := snap.Endpoints[portA.Name]
-		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2")
+		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2"), fmt.Sprintf("endpoints %v", eps)
 	})
 
 	if err := client.CoreV1().Services("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete service: %v", err)
 	}
-	waitFor(t, "service delete", func() bool {
+	poll.Eventually(t, 10*time.Second, "service delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Services) == 0
+		return len(snap.Services) == 0, fmt.Sprintf("%d Services", len(snap.Services))
 	})
 }
 
@@ -109,6 +103,54 @@ func TestRegisterPlain(t *testing.T) {
 	for typ, ok := range synced {
 		if !ok {
 			t.Errorf("informer for %v did not sync", typ)
+		}
+	}
+}
+
+// TestRetryingInformersSyncThroughAnOutage: informers built by
+// UseRetryingInformers list through five refused connections at once (the
+// factory's own would back off 0.8+1.6+3.2+6.4 s at least), with the
+// caller's label selector on every request.
+func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
+	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")))
+	var mu sync.Mutex
+	refused := map[string]int{}
+	selectors := map[string]string{}
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res := a.GetResource().Resource
+		selectors[res] = a.(k8stesting.ListAction).GetListRestrictions().Labels.String()
+		if refused[res] < 5 {
+			refused[res]++
+			return true, nil, errRefused
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	const selector = "!service.kubernetes.io/service-proxy-name"
+	UseRetryingInformers(factory, func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
+	tr := NewTracker(TrackerOptions{})
+	hasSynced, err := RegisterSynced(factory, tr)
+	if err != nil {
+		t.Fatalf("RegisterSynced: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
+		t.Fatalf("informers not synced within 2 s of five refused lists each")
+	}
+	snap, _, _ := tr.Take()
+	if got := snap.Endpoints[portA.Name]; len(got) != 1 {
+		t.Errorf("endpoints of a = %v, want the listed slice", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, res := range []string{"services", "endpointslices"} {
+		if refused[res] != 5 || selectors[res] != selector {
+			t.Errorf("%s: %d refused lists, selector %q; want 5, %q", res, refused[res], selectors[res], selector)
 		}
 	}
 }

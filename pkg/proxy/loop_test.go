@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
@@ -25,17 +27,21 @@ func TestMinSyncPeriodCoalescesExactly(t *testing.T) {
 	p = New(Config{Tracker: tr, Kernel: k, Metrics: m, Clock: clk, MinSyncPeriod: minSync, SyncPeriod: time.Hour})
 	lastSync := func() time.Time { return time.Unix(0, int64(testutil.ToFloat64(m.LastSync)*1e9)).UTC() }
 	// waiters: the resync ticker, plus the min-sync timer while the loop waits on it.
-	waiting := func(n int) func() bool { return func() bool { return clk.Waiters() == n } }
+	waiting := func(n int) func() (bool, string) {
+		return func() (bool, string) { return clk.Waiters() == n, fmt.Sprintf("%d waiters", clk.Waiters()) }
+	}
 	runProxy(t, p)
 	// The loop records a sync's time after the transaction: wait for that, not for
 	// the transaction, before moving the clock.
-	syncedAt := func(want time.Time) func() bool { return func() bool { return lastSync().Equal(want) } }
-	eventually(t, "the first sync", syncedAt(t0))
+	syncedAt := func(want time.Time) func() (bool, string) {
+		return func() (bool, string) { return lastSync().Equal(want), fmt.Sprintf("last sync at %v", lastSync()) }
+	}
+	poll.Eventually(t, 10*time.Second, "the first sync", syncedAt(t0))
 
 	clk.Step(10 * time.Second) // quiet
 	t1 := clk.Now()
 	addWeb(tr, "a", "10.96.0.1", "pod1")
-	eventually(t, "the first change after a quiet period, synced at once", syncedAt(t1))
+	poll.Eventually(t, 10*time.Second, "the first change after a quiet period, synced at once", syncedAt(t1))
 	if n := k.Applied(); n < 2 {
 		t.Fatalf("%d transactions, want the change applied", n)
 	}
@@ -44,7 +50,7 @@ func TestMinSyncPeriodCoalescesExactly(t *testing.T) {
 	for i, name := range []string{"b", "c", "d", "e", "f"} {
 		addWeb(tr, name, "10.96.0."+string(rune('2'+i)), "pod1")
 		if i == 0 {
-			eventually(t, "the loop to wait for the min-sync period", waiting(2))
+			poll.Eventually(t, 10*time.Second, "the loop to wait for the min-sync period", waiting(2))
 		}
 	}
 	clk.Step(minSync - time.Millisecond)
@@ -55,11 +61,11 @@ func TestMinSyncPeriodCoalescesExactly(t *testing.T) {
 		t.Fatalf("%d transactions (last sync %v) before lastSync+MinSyncPeriod, want none", n-base, lastSync())
 	}
 	clk.Step(time.Millisecond)
-	eventually(t, "the coalesced sync at exactly lastSync+MinSyncPeriod", syncedAt(t1.Add(minSync)))
+	poll.Eventually(t, 10*time.Second, "the coalesced sync at exactly lastSync+MinSyncPeriod", syncedAt(t1.Add(minSync)))
 	if got := route(t, k, "10.96.0.6"); got != "dnat 10.244.1.2:80" {
 		t.Fatalf("the last change of the burst: %s", got)
 	}
-	eventually(t, "the loop to go idle", waiting(1))
+	poll.Eventually(t, 10*time.Second, "the loop to go idle", waiting(1))
 	time.Sleep(50 * time.Millisecond)
 	if n := k.Applied(); n != base+1 {
 		t.Fatalf("%d transactions for 5 changes within MinSyncPeriod, want exactly one", n-base)

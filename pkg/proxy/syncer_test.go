@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
@@ -129,29 +131,21 @@ func runProxy(t *testing.T, p *Proxy) (stop func()) {
 	return stop
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestRunProgramsChangesAndCoalescesBursts(t *testing.T) {
 	k := nft.NewFake()
 	var p *Proxy
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnChange: func() { p.Trigger() }})
 	p = New(Config{Tracker: tr, Kernel: k, MinSyncPeriod: 300 * time.Millisecond})
 	runProxy(t, p)
-	eventually(t, "the first sync", func() bool { return k.Applied() == 1 })
+	poll.Eventually(t, 10*time.Second, "the first sync", func() (bool, string) {
+		return k.Applied() == 1, fmt.Sprintf("%d transactions", k.Applied())
+	})
 	for i, name := range []string{"a", "b", "c", "d", "e"} {
 		addWeb(tr, name, "10.96.0."+string(rune('1'+i)), "pod1")
 	}
-	eventually(t, "all five Services", func() bool {
-		return route(t, k, "10.96.0.5") == "dnat 10.244.1.2:80"
+	poll.Eventually(t, 10*time.Second, "all five Services", func() (bool, string) {
+		got := route(t, k, "10.96.0.5")
+		return got == "dnat 10.244.1.2:80", "10.96.0.5: " + got
 	})
 	if n := k.Applied(); n > 3 {
 		t.Fatalf("a burst of 5 changes took %d transactions, want them coalesced", n)
@@ -167,13 +161,16 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 	p = New(Config{Tracker: tr, Kernel: k, Metrics: m, SyncPeriod: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	addWeb(tr, "web", "10.96.0.10", "pod1")
 	stop := runProxy(t, p)
-	has := func() bool { return route(t, k, "10.96.0.10") == "dnat 10.244.1.2:80" }
-	eventually(t, "the Service after two refused transactions", has)
+	has := func() (bool, string) {
+		got := route(t, k, "10.96.0.10")
+		return got == "dnat 10.244.1.2:80", "10.96.0.10: " + got
+	}
+	poll.Eventually(t, 10*time.Second, "the Service after two refused transactions", has)
 	if got := testutil.ToFloat64(m.SyncFailures); got < 1 {
 		t.Fatalf("sync failures = %v, want the refused transactions counted", got)
 	}
 	k.Tamper(nft.FamilyIPv4, TableName, "lb-1-10")
-	eventually(t, "the periodic resync to restore the deleted chain", has)
+	poll.Eventually(t, 10*time.Second, "the periodic resync to restore the deleted chain", has)
 	stop()
 	kv, _ := k.Read(t.Context(), nft.FamilyIPv4, TableName)
 	if tx := nft.PlanFull(p.Desired(), kv); !tx.Empty() {
