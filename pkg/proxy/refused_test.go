@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,15 +34,7 @@ func TestARefusedServiceShowsInHealth(t *testing.T) {
 	for _, end := range []string{"accepted", "deleted"} {
 		t.Run(end, func(t *testing.T) {
 			k := nft.NewFake()
-			refusing := true
-			k.Refuse = func(tx *nft.Tx) error {
-				for _, e := range tx.AddElements {
-					if strings.HasPrefix(e.Comment, "ns/bad:") && refusing {
-						return errors.New("fake: invalid argument")
-					}
-				}
-				return nil
-			}
+			refusing := refuseService(k, "ns/bad")
 			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			m := NewMetrics(nil)
 			h := &Health{Timeout: time.Minute, Now: clk.Now, Metrics: m}
@@ -86,7 +77,7 @@ func TestARefusedServiceShowsInHealth(t *testing.T) {
 			}
 			switch end {
 			case "accepted":
-				refusing = false
+				*refusing = false
 			case "deleted":
 				tr.OnServiceDelete(testService("bad", "10.96.0.11", false, httpPort))
 				p.Trigger()

@@ -76,15 +76,7 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 
 func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 	k := nft.NewFake()
-	refusing := true
-	k.Refuse = func(tx *nft.Tx) error {
-		for _, e := range tx.AddElements {
-			if strings.HasPrefix(e.Comment, "ns/bad:") && refusing {
-				return errors.New("fake: invalid argument")
-			}
-		}
-		return nil
-	}
+	refusing := refuseService(k, "ns/bad")
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
 	m := NewMetrics(nil)
 	p := New(Config{Tracker: tr, Kernel: k, Metrics: m})
@@ -111,7 +103,7 @@ func TestSyncIsolatesAServiceTheKernelRefuses(t *testing.T) {
 		t.Fatalf("kernel differs from desired in more than the refused Service: %v", owners)
 	}
 	p.desired.Requeue(full) // planning took the pending changes; give them back
-	refusing = false
+	*refusing = false
 	if err := p.Sync(t.Context()); err != nil {
 		t.Fatalf("sync after the kernel accepts again: %v", err)
 	}
@@ -286,4 +278,20 @@ func TestDriftChecksAreDeferredWhenReadsAreSlow(t *testing.T) {
 	if k.reads != 2 {
 		t.Fatalf("%d reads, want the deferred drift check done once its time came", k.reads)
 	}
+}
+
+// refuseService makes k refuse every transaction that adds an element of Service
+// svc (namespace/name), as a kernel refuses a bad object, until *refusing is false.
+func refuseService(k *nft.Fake, svc string) (refusing *bool) {
+	refusing = new(bool)
+	*refusing = true
+	k.Refuse = func(tx *nft.Tx) error {
+		for _, e := range tx.AddElements {
+			if *refusing && strings.HasPrefix(e.Comment, svc+":") {
+				return errors.New("fake: invalid argument")
+			}
+		}
+		return nil
+	}
+	return refusing
 }
