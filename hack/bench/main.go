@@ -165,10 +165,6 @@ func run(n, e, samples int) error {
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func portName(i int) endpoints.ServicePortName {
-	return endpoints.ServicePortName{Namespace: "bench", Name: "svc-" + strconv.Itoa(i), Port: "http", Protocol: "TCP"}
-}
-
 func addr(base byte, i int) string {
 	return fmt.Sprintf("10.%d.%d.%d", base+byte(i>>16), (i>>8)&0xff, i&0xff)
 }

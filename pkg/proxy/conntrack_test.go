@@ -47,7 +47,6 @@ var (
 	dnsService = conntrack.Service{Proto: nft.ProtoUDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53}
 	pod1DNS    = netip.MustParseAddrPort("10.244.1.2:53")
 	pod2DNS    = netip.MustParseAddrPort("10.244.1.3:53")
-	pod3DNS    = netip.MustParseAddrPort("10.244.1.4:53")
 )
 
 func newDNS(t *testing.T, k nft.Kernel, ct *fakeConntrack, pods ...string) (*Proxy, *endpoints.Tracker) {
