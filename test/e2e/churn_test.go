@@ -222,15 +222,7 @@ func TestEndpointSliceChurn(t *testing.T) {
 		r.metric(t, "churn_probe_latency_ms", "p50 %s p99 %s max %s (%d changes)", ms(percentile(probeLat, 0.5)),
 			ms(percentile(probeLat, 0.99)), ms(maxDuration(probeLat)), len(probeLat))
 	}
-	lo, hi, _, errs := rss.finish()
-	for _, err := range errs {
-		t.Errorf("RSS: %v", err)
-	}
-	var mem []string
-	for _, n := range c.nodes {
-		mem = append(mem, fmt.Sprintf("%s %d-%d", n.short, lo[n.name]/1024, hi[n.name]/1024))
-	}
-	r.metric(t, "churn_rss_mib_min_max", "%s", strings.Join(mem, ", "))
+	r.metric(t, "churn_rss_mib_min_max", "%s", rss.report(t, c, 0))
 }
 
 func churnSliceEndpoints(addrs []string) []discoveryv1.Endpoint {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
@@ -86,6 +87,25 @@ func (s *rssSampler) finish() (minKiB, maxKiB, samples map[string]int, errs []er
 		minKiB[node], maxKiB[node], samples[node] = lo, hi, len(vs)
 	}
 	return minKiB, maxKiB, samples, s.errs
+}
+
+// report stops sampling, fails t on sampling errors and, when boundKiB > 0, on a
+// node whose proxy's RSS moved by more than that, and returns "node lo-hi" in MiB
+// per node for the scenario's metric line.
+func (s *rssSampler) report(t *testing.T, c *cluster, boundKiB int) string {
+	t.Helper()
+	lo, hi, n, errs := s.finish()
+	for _, err := range errs {
+		t.Errorf("RSS: %v", err)
+	}
+	var out []string
+	for _, nd := range c.nodes {
+		out = append(out, fmt.Sprintf("%s %d-%d", nd.short, lo[nd.name]/1024, hi[nd.name]/1024))
+		if boundKiB > 0 && hi[nd.name]-lo[nd.name] > boundKiB {
+			t.Errorf("proxy on %s: RSS moved from %d to %d KiB over %d samples, bound %d KiB", nd.name, lo[nd.name], hi[nd.name], n[nd.name], boundKiB)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // ruleset lists, with handles, what the proxy under test holds in the node's

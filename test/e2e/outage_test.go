@@ -118,18 +118,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if total < int(outage/(50*time.Millisecond))/2 {
 		t.Errorf("only %d requests in %v: the load did not run", total, outage)
 	}
-	lo, hi, n, errs := rss.finish()
-	for _, err := range errs {
-		t.Errorf("RSS: %v", err)
-	}
-	var report []string
-	for _, nd := range c.nodes {
-		report = append(report, fmt.Sprintf("%s %d-%d", nd.short, lo[nd.name]/1024, hi[nd.name]/1024))
-		if hi[nd.name]-lo[nd.name] > rssBoundKiB {
-			t.Errorf("proxy on %s: RSS moved from %d to %d KiB over %d samples, bound %d KiB", nd.name, lo[nd.name], hi[nd.name], n[nd.name], rssBoundKiB)
-		}
-	}
-	r.metric(t, "rss_mib_min_max", "%s", strings.Join(report, ", "))
+	r.metric(t, "rss_mib_min_max", "%s", rss.report(t, c, rssBoundKiB))
 
 	// Leave the cluster as healthy as found: kube-controller-manager's
 	// informers back off too, and the next scenario needs its controllers.
