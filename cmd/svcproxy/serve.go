@@ -52,6 +52,7 @@ func serve(ctx context.Context, o *options) error {
 		},
 		OnChange:   func() { p.Trigger() },
 		OnConflict: conflictReporter(events, metrics.ConflictingServices),
+		Counts:     metrics,
 	})
 	ct, err := conntrack.New(0)
 	if err != nil {

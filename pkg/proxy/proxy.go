@@ -43,6 +43,9 @@ type Proxy struct {
 	lb      sharedChains // one value per shared chain, for every Service that uses it
 	serving *servingTable
 	refused *refusals
+	noLocal noLocalPorts
+	// programming holds trigger times of changes not yet committed.
+	programming programmingTimes
 
 	mu       sync.Mutex
 	needFull bool
@@ -69,13 +72,14 @@ func New(cfg Config) *Proxy {
 		cfg.MaxBackoff = 30 * time.Second
 	}
 	return &Proxy{
-		cfg:      cfg,
-		desired:  NewRuleset(cfg.Options),
-		trigger:  make(chan struct{}, 1),
-		lb:       sharedChains{},
-		serving:  newServingTable(),
-		refused:  &refusals{m: map[string]refusal{}},
-		needFull: true,
+		cfg:         cfg,
+		desired:     NewRuleset(cfg.Options),
+		trigger:     make(chan struct{}, 1),
+		lb:          sharedChains{},
+		serving:     newServingTable(),
+		refused:     &refusals{m: map[string]refusal{}},
+		programming: programmingTimes{},
+		needFull:    true,
 	}
 }
 
