@@ -91,6 +91,7 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		events.connect(client, nodeName(o), trackerUID(tracker))
+		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o)))
 		waitReady, err = watchCluster(ctx, client, tracker)
 	}
 	if err != nil {
