@@ -97,6 +97,8 @@ func serve(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	// kube-proxy's "birth cry": after the informers start, before the sync loop.
+	events.Started(ctx)
 	klog.InfoS("svcproxy started", "table", "ip "+proxy.TableName, "node", nodeName(o))
 	return p.Run(ctx, waitReady)
 }
