@@ -33,7 +33,7 @@ func TestNodeEligible(t *testing.T) {
 
 func TestWatchNodeEligibility(t *testing.T) {
 	client := fake.NewClientset()
-	eligible := watchNodeEligibility(t.Context(), client, "n1")
+	eligible := watchNodeEligibility(t.Context(), client, "n1", 100*time.Millisecond)
 	if eligible() {
 		t.Fatal("eligible before the Node exists")
 	}
@@ -47,4 +47,18 @@ func TestWatchNodeEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, 10*time.Second, "the taint to make it ineligible", func() (bool, string) { return !eligible(), "eligible" })
+}
+
+// Like kube-proxy, the start waits for this node's Node (so /healthz's first
+// answer is right), but not forever.
+func TestWatchNodeEligibilityWaitsForTheNode(t *testing.T) {
+	client := fake.NewClientset()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
+	}()
+	start := time.Now()
+	if eligible := watchNodeEligibility(t.Context(), client, "n1", 10*time.Second); !eligible() {
+		t.Errorf("not eligible once the Node exists (returned after %v)", time.Since(start))
+	}
 }

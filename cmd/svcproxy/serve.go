@@ -78,12 +78,12 @@ func serve(ctx context.Context, o *options) error {
 	if err := listen(ctx, "metrics", o.metricsAddr, metricsHandler(reg)); err != nil {
 		return err
 	}
-	if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
-		return err
-	}
 
 	var waitReady func(context.Context) bool
 	if o.manifests != "" {
+		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+			return err
+		}
 		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
 	} else {
 		var client kubernetes.Interface
@@ -91,7 +91,12 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		events.connect(client, nodeName(o), trackerUID(tracker))
-		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o)))
+		// Like kube-proxy, /healthz answers once this node's Node is known
+		// (or nodeWait passed), so that its first answer is right.
+		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o), nodeWait))
+		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+			return err
+		}
 		waitReady, err = watchCluster(ctx, client, tracker)
 	}
 	if err != nil {
