@@ -17,6 +17,10 @@ import (
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/poll"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // sideNode adds a network namespace on the cluster's bridge at ip (a "node" with
@@ -193,18 +197,21 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
+		// A health timeout of 10 s (twice the sync period) for the stuck sync.
+		"--sync-period=5s",
 		"-v=2",
 	}
 	type side struct {
 		name  string
 		ns    string
+		table string
 		argv  []string
 		proc  *proc
 		watch *healthWatch
 	}
 	sides := []*side{
-		{name: "kube-proxy", ns: c.sideNode(t, "hk", "172.18.0.20"), argv: append([]string{c.bin("kube-proxy"), "--proxy-mode=nftables"}, args...)},
-		{name: "svcproxy", ns: c.sideNode(t, "hs", "172.18.0.21"), argv: append([]string{svcproxy}, args...)},
+		{name: "kube-proxy", table: "kube-proxy", ns: c.sideNode(t, "hk", "172.18.0.20"), argv: append([]string{c.bin("kube-proxy"), "--proxy-mode=nftables"}, args...)},
+		{name: "svcproxy", table: "svcproxy", ns: c.sideNode(t, "hs", "172.18.0.21"), argv: append([]string{svcproxy}, args...)},
 	}
 
 	// Start: from before the server listens to steady state after the first sync.
@@ -237,6 +244,67 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 		}
 	}
 
+	// A stuck sync: another program holds each proxy's table (an empty table of
+	// the same name owned by a netlink socket of this test), so that every
+	// transaction on it fails with EPERM, for kube-proxy's nft as for svcproxy's
+	// netlink; then an endpoint change is queued. Both must go unhealthy once the
+	// change has waited 10 s, and healthy again once the table is free.
+	svc := service(t, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "health-stuck"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: tcp}}},
+	})
+	slice := createSlice(t, stuckSlice(svc.Name, "10.244.1.250"))
+	time.Sleep(3 * time.Second) // both program it
+	var releases []func()
+	for _, s := range sides {
+		release, err := holdTable(s.ns, s.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+		s.watch = watchHealth(s.ns)
+	}
+	slice.Endpoints[0].Addresses = []string{"10.244.1.251"}
+	if _, err := c.client.DiscoveryV1().EndpointSlices(ns).Update(ctxFor(t, 30*time.Second), slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	queued := time.Now()
+	poll.Eventually(t, 30*time.Second, "both /healthz to say 503", func() (bool, string) {
+		var got []string
+		for _, s := range sides {
+			got = append(got, fmt.Sprintf("%s %d", s.name, s.watch.last("/healthz").code))
+		}
+		return !slices.ContainsFunc(sides, func(s *side) bool { return s.watch.last("/healthz").code != http.StatusServiceUnavailable }),
+			strings.Join(got, ", ")
+	})
+	t.Logf("both unhealthy %v after the change was written", time.Since(queued).Round(time.Millisecond))
+	for _, s := range sides {
+		t.Logf("%s stuck /healthz: %s", s.name, s.watch.last("/healthz").body)
+	}
+	for _, release := range releases {
+		release()
+	}
+	freed := time.Now()
+	poll.Eventually(t, 60*time.Second, "both /healthz to say 200 again", func() (bool, string) {
+		var got []string
+		for _, s := range sides {
+			got = append(got, fmt.Sprintf("%s %d", s.name, s.watch.last("/healthz").code))
+		}
+		return !slices.ContainsFunc(sides, func(s *side) bool { return s.watch.last("/healthz").code != http.StatusOK }),
+			strings.Join(got, ", ")
+	})
+	t.Logf("both healthy %v after the tables were freed", time.Since(freed).Round(time.Millisecond))
+	stuck := map[string]map[string][]string{}
+	for _, s := range sides {
+		stuck[s.name] = s.watch.finish()
+		t.Logf("%s through the stuck sync: %q", s.name, stuck[s.name])
+	}
+	for _, p := range []string{"/healthz", "/livez"} {
+		if k, s := stuck["kube-proxy"][p], stuck["svcproxy"][p]; !slices.Equal(k, s) {
+			t.Errorf("%s through the stuck sync differs:\nkube-proxy %q\nsvcproxy   %q", p, k, s)
+		}
+	}
+
 	// Shutdown: both get SIGTERM at once; answers until they are gone.
 	for _, s := range sides {
 		s.watch = watchHealth(s.ns)
@@ -262,5 +330,14 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 		if k, s := shutdown["kube-proxy"][p], shutdown["svcproxy"][p]; !slices.Equal(k, s) {
 			t.Errorf("%s through shutdown differs:\nkube-proxy %q\nsvcproxy   %q", p, k, s)
 		}
+	}
+}
+
+func stuckSlice(svc, addr string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ref("http"), Port: ref(int32(80)), Protocol: ref(tcp)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ref(true)}}},
 	}
 }
