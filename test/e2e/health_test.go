@@ -197,8 +197,6 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
-		// A health timeout of 10 s (twice the sync period) for the stuck sync.
-		"--sync-period=5s",
 		"-v=2",
 	}
 	type side struct {
@@ -210,8 +208,12 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 		watch *healthWatch
 	}
 	sides := []*side{
-		{name: "kube-proxy", table: "kube-proxy", ns: c.sideNode(t, "hk", "172.18.0.20"), argv: append([]string{c.bin("kube-proxy"), "--proxy-mode=nftables"}, args...)},
-		{name: "svcproxy", table: "svcproxy", ns: c.sideNode(t, "hs", "172.18.0.21"), argv: append([]string{svcproxy}, args...)},
+		{name: "kube-proxy", table: "kube-proxy", ns: c.sideNode(t, "hk", "172.18.0.20"), argv: append([]string{c.bin("kube-proxy"), "--proxy-mode=nftables",
+			// A health timeout of 10 s (twice the sync period) for the stuck
+			// sync; kube-proxy's flag for it is --iptables-sync-period, in
+			// nftables mode too.
+			"--iptables-sync-period=5s"}, args...)},
+		{name: "svcproxy", table: "svcproxy", ns: c.sideNode(t, "hs", "172.18.0.21"), argv: append([]string{svcproxy, "--sync-period=5s"}, args...)},
 	}
 
 	// Start: from before the server listens to steady state after the first sync.
