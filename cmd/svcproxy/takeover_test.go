@@ -272,3 +272,40 @@ func TestTakeoverFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestOurRulesDecideWhileKubeProxysExist backs the ordering svcproxy relies on: once
+// our table is programmed, new connections follow our rules even while kube-proxy's
+// are still there (NAT chains of one priority run newest first, and the first to
+// translate decides). kube-proxy's leftovers here send the ClusterIP to an endpoint
+// that is gone; with --takeover=false both rule sets stay, and every connection must
+// still reach the seed pods.
+func TestOurRulesDecideWhileKubeProxysExist(t *testing.T) {
+	netnstest.RequireRoot(t)
+	svcproxyBin(t)
+	w, client := seedWorld(t)
+	stale := strings.NewReplacer("10.244.1.2:80", "10.244.1.99:80", "10.244.1.3:80", "10.244.1.99:80").Replace(kubeProxyRules)
+	requireIptablesNft(t)
+	w.Node.MustRun(t, "sh", "-c", `printf '%s' "$0" | iptables-nft-restore --noflush`, stale)
+	if _, err := client.Get(clusterIP, 500*time.Millisecond); err == nil {
+		t.Fatal("the ClusterIP answers through kube-proxy's stale rules; the test proves nothing")
+	}
+	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	startSvcproxy(t, w.Node, logPath, "--takeover=false", "--manifests", seedManifests(t),
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
+	waitSynced(t, w.Node, healthzAddr)
+	if left := kubeProxyLeft(t, w.Node); len(left) == 0 {
+		t.Fatal("kube-proxy's rules are gone; the test proves nothing")
+	}
+	answers := map[string]int{}
+	for i := 0; i < 20; i++ {
+		body, err := client.Get(clusterIP, time.Second)
+		if err != nil {
+			t.Fatalf("request %d failed with both rule sets in place (kube-proxy's decided?): %v", i, err)
+		}
+		answers[body]++
+	}
+	if answers["pod1"] == 0 || answers["pod2"] == 0 {
+		t.Errorf("answers %v: want both seed pods", answers)
+	}
+}
