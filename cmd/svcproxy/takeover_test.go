@@ -191,8 +191,9 @@ func TestTakeoverAtStartKeepsTrafficFlowing(t *testing.T) {
 }
 
 // TestTakeoverOffAndCleanup: with --takeover=false kube-proxy's rules stay (to run
-// next to a kube-proxy); --cleanup removes them with svcproxy's own table, and only
-// them, like kube-proxy --cleanup.
+// next to a kube-proxy), with --cleanup too (only svcproxy's table goes: the way back
+// once kube-proxy serves again); --cleanup alone removes them with svcproxy's own
+// table, and only them, like kube-proxy --cleanup.
 func TestTakeoverOffAndCleanup(t *testing.T) {
 	netnstest.RequireRoot(t)
 	svcproxyBin(t)
@@ -210,6 +211,17 @@ func TestTakeoverOffAndCleanup(t *testing.T) {
 	}
 	if left := kubeProxyLeft(t, node); strings.Join(left, "\n") != strings.Join(before, "\n") {
 		t.Fatalf("--takeover=false changed kube-proxy's rules:\nbefore %q\nafter %q", before, left)
+	}
+
+	// The way back without a gap: kube-proxy serves again, then only our table goes.
+	if out, err := node.Run(svcproxyBin(t), "--cleanup", "--takeover=false"); err != nil {
+		t.Fatalf("--cleanup --takeover=false: %v: %s", err, out)
+	}
+	if tables := node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "svcproxy") {
+		t.Errorf("svcproxy's table after --cleanup --takeover=false:\n%s", tables)
+	}
+	if left := kubeProxyLeft(t, node); strings.Join(left, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("--cleanup --takeover=false changed kube-proxy's rules:\nbefore %q\nafter %q", before, left)
 	}
 
 	if out, err := node.Run(svcproxyBin(t), "--cleanup"); err != nil {
