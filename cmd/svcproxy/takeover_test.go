@@ -321,3 +321,31 @@ func TestOurRulesDecideWhileKubeProxysExist(t *testing.T) {
 		t.Errorf("answers %v: want both seed pods", answers)
 	}
 }
+
+// TestCleanupNamesIptablesLegacyLeftovers: netlink cannot edit iptables-legacy, so
+// --cleanup leaves kube-proxy's legacy chains and says, once, which they are and
+// what to run.
+func TestCleanupNamesIptablesLegacyLeftovers(t *testing.T) {
+	netnstest.RequireRoot(t)
+	if _, err := exec.LookPath("iptables-legacy-restore"); err != nil {
+		t.Skip("needs iptables-legacy-restore (`make test` installs iptables)")
+	}
+	node := netnstest.New(t, "legacy")
+	node.MustRun(t, "sh", "-c", `printf '%s' "$0" | iptables-legacy-restore`, kubeProxyRules)
+	out, err := node.Run(svcproxyBin(t), "--cleanup")
+	if err != nil {
+		t.Fatalf("--cleanup: %v: %s", err, out)
+	}
+	for _, want := range []string{
+		`"Warning: kube-proxy's iptables-legacy rules remain; netlink cannot edit iptables-legacy, run this on the node"`,
+		`"ip nat KUBE-SERVICES"`, `"ip filter KUBE-FORWARD"`, `"ip mangle KUBE-PROXY-CANARY"`,
+		`command="iptables-legacy-save -c | grep -vE`,
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("--cleanup output has %q %d times, want once:\n%s", want, strings.Count(out, want), out)
+		}
+	}
+	if strings.Contains(out, `"ip filter KUBE-FIREWALL"`) {
+		t.Errorf("kubelet's KUBE-FIREWALL reported as kube-proxy's:\n%s", out)
+	}
+}
