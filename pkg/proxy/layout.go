@@ -17,11 +17,12 @@ import (
 const (
 	TableName = "svcproxy"
 
-	setClusterIPs = "cluster-ips" // every ClusterIP: wrong-port reject, masquerade checks
-	mapServiceIPs = "service-ips" // ClusterIP . proto . port : goto svc-chain
-	setHairpin    = "hairpin"     // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
-	setAffinity   = "affinity"    // client . ClusterIP . port . endpoint . endpoint port (ClientIP affinity)
-	mapEndpoints  = "endpoints"   // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
+	setClusterIPs  = "cluster-ips"  // every ClusterIP: wrong-port reject, masquerade checks
+	mapServiceIPs  = "service-ips"  // ClusterIP . proto . port : goto svc-chain
+	setHairpin     = "hairpin"      // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
+	setAffinity    = "affinity"     // client . ClusterIP . proto . port : endpoint . endpoint port (ClientIP affinity)
+	mapStickyPorts = "sticky-ports" // ClusterIP . proto . port : goto affinity-T-proto, for ClientIP-affinity ports
+	mapEndpoints   = "endpoints"    // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
 
 	chainNoEndpoints    = "no-endpoints"     // ICMP port unreachable (UDP, SCTP)
 	chainNoEndpointsTCP = "no-endpoints-tcp" // TCP reset
@@ -30,6 +31,13 @@ const (
 	chainOutput      = "nat-output"
 	chainPostrouting = "nat-postrouting"
 	chainServices    = "services"
+
+	// The affinity map is written after NAT, from filter chains one priority after
+	// the nat chains, where the connection's original tuple still names the
+	// ClusterIP and port and the packet its endpoint.
+	chainStickyPrerouting = "sticky-prerouting"
+	chainStickyOutput     = "sticky-output"
+	stickyPriority        = -99 // dstnat + 1
 
 	// masqueradeBit is kube-proxy's masquerade mark bit (--iptables-masquerade-bit 14).
 	masqueradeBit uint32 = 1 << 14
@@ -75,7 +83,12 @@ func Sets() []*nft.Set {
 	sets := []*nft.Set{
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
-		{Name: setAffinity, Key: affinityKeyTypes, Dynamic: true, Timeout: true, Size: affinitySetSize},
+		{Name: setAffinity, Key: affinityKeyTypes, Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
+			Dynamic: true, Timeout: true, Size: affinitySetSize,
+			// typeof, so that nft can type the lookups and updates that name it.
+			KeyExpr:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)},
+			DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}},
+		{Name: mapStickyPorts, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 	}
 	for k := 0; k < shards; k++ {
 		sets = append(sets,
@@ -94,10 +107,9 @@ func Sets() []*nft.Set {
 // the type (a 32-bit integer) matters, each lb-N chain uses its own modulus.
 const slotTypeofMod = 1 << 16
 
-// affinityKeyTypes: client, ClusterIP, service port, endpoint, endpoint port. The
-// protocol is left out because concatenations hold at most five types; a TCP and a
-// UDP port with the same number share stickiness only towards the same endpoint.
-var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}
+// affinityKeyTypes: client, ClusterIP, protocol, service port; the data is the
+// endpoint and its port.
+var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}
 
 // NewRuleset returns the desired table with its fixed skeleton and no Services.
 func NewRuleset(o Options) *nft.Ruleset {
@@ -134,7 +146,17 @@ func Skeleton(o Options) nft.Fragment {
 			nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: fmt.Sprintf("%s-%02d", setHairpin, k)},
 			nft.Masquerade{FullyRandom: true}}})
 	}
+	// One rule per protocol: nft types "ct original proto-dst" only after a
+	// "ct protocol" match, and the listing must load back with nft -f.
+	var record []nft.Rule
+	for _, proto := range []uint8{nft.ProtoTCP, nft.ProtoUDP, nft.ProtoSCTP} {
+		record = append(record, nft.Rule{Stmts: []nft.Stmt{nft.CtStateNew{}, nft.CtStatusDNAT{},
+			nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
+			nft.VMap{Key: []nft.Field{nft.FieldCtOrigDaddr, nft.FieldL4Proto, nft.FieldCtOrigProtoDst}, Map: mapStickyPorts}}})
+	}
 	return nft.Fragment{Chains: []*nft.Chain{
+		{Name: chainStickyPrerouting, Hook: &nft.ChainHook{Type: "filter", Hook: "prerouting", Priority: stickyPriority}, Rules: record},
+		{Name: chainStickyOutput, Hook: &nft.ChainHook{Type: "filter", Hook: "output", Priority: stickyPriority}, Rules: record},
 		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
 		{Name: chainOutput, Hook: &nft.ChainHook{Type: "nat", Hook: "output", Priority: -100}, Rules: jumpServices},
 		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: postrouting},
