@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,25 +15,25 @@ import (
 // An operator can save the table with `nft list table ip svcproxy` and load it back
 // with `nft -f` (nft 1.0.6 here): traffic flows through the reloaded table, and a
 // svcproxy started on it adopts it without ever removing a Service's dispatch
-// element.
-//
-// ClientIP-affinity Services are left out: nft 1.0.6 cannot parse their chains back.
-// It evaluates a lookup's key before the set, so the endpoint constants in
-// "ip saddr . ip daddr . th dport . 10.244.1.2 . 80 @affinity" stay untyped ("Can't
-// parse symbolic invalid expressions"). It also refuses "dnat to 10.244.1.2:80"
-// without a transport protocol match before it. Both need the sticky rules to
-// change shape.
+// element. A ClientIP-affinity client keeps its endpoint throughout: the affinity
+// map's entries are part of the listing.
 func TestKernelListingLoadsBackWithNft(t *testing.T) {
 	e := newKenv(t)
 	services := func(tr *endpoints.Tracker) {
 		tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort, dnsPort))
 		tr.OnServiceAdd(testService("three", "10.96.0.26", false, httpPort))
 		tr.OnServiceAdd(testService("empty", "10.96.0.12", false, httpPort, dnsPort))
+		tr.OnServiceAdd(testService("sticky", "10.96.0.11", true, httpPort, dnsPort))
 		tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1"), readyEP("pod2")))
 		tr.OnEndpointSliceAdd(testSlice("three", readyEP("pod1"), readyEP("pod2"), readyEP("pod3")))
+		tr.OnEndpointSliceAdd(testSlice("sticky", readyEP("pod1"), readyEP("pod2"), readyEP("pod3")))
 	}
 	services(e.tr)
 	e.sync(t)
+	stuck := e.who(t, "10.96.0.11:80", 5)
+	if len(stuck) != 1 {
+		t.Fatalf("sticky Service answered from %v, want one endpoint", stuck)
+	}
 	listing := e.w.Node.MustRun(t, "nft", "list", "table", "ip", TableName)
 	file := filepath.Join(t.TempDir(), "svcproxy.nft")
 	if err := os.WriteFile(file, []byte(listing), 0o644); err != nil {
@@ -52,6 +53,9 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 		}
 		if _, err := e.client.Get("10.96.0.12:80", time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Fatalf("%s: Service without endpoints: %v, want connection refused", when, err)
+		}
+		if got := e.who(t, "10.96.0.11:80", 10); !maps.Equal(got, map[string]int{firstKey(stuck): 10}) {
+			t.Fatalf("%s: the sticky client stuck to %v before, now answers came from %v", when, stuck, got)
 		}
 	}
 	check("after nft -f")
@@ -78,6 +82,11 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 		t.Fatalf("after adoption the kernel differs from render\n--- kernel\n%s\n--- render\n%s", got, want)
 	}
 	check("after adoption")
+	writes := 0
+	for _, tx := range rec.txs {
+		writes += tx.Size()
+	}
+	t.Logf("adoption wrote %d objects", writes)
 	rec.txs = nil
 	p2.RequestResync()
 	if err := p2.Sync(t.Context()); err != nil {
@@ -88,4 +97,11 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 			t.Fatalf("a resync after adoption still changes %d objects", tx.Size())
 		}
 	}
+}
+
+func firstKey(m map[string]int) string {
+	for k := range m {
+		return k
+	}
+	return ""
 }
