@@ -72,3 +72,13 @@ func stickTo(t *testing.T, c *netnstest.NS, n int) string {
 	}
 	return firstKey(got)
 }
+
+// The node's own connections are recorded too (the output hook), so the node sticks
+// like a pod does.
+func TestKernelAffinityFromTheNode(t *testing.T) {
+	e := newKenv(t)
+	e.tr.OnServiceAdd(testService("sticky", "10.96.0.11", true, httpPort))
+	e.tr.OnEndpointSliceAdd(testSlice("sticky", readyEP("pod1"), readyEP("pod2"), readyEP("pod3")))
+	e.sync(t)
+	stickTo(t, e.w.Node, 10)
+}
