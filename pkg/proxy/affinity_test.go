@@ -18,7 +18,7 @@ import (
 // affinityEntry is what the kernel's record chain leaves in the affinity map for a
 // client of the sticky test Service (10.96.0.11) that went to pod.
 func affinityEntry(clientIP string, proto uint8, port uint16, pod string) nft.Element {
-	return nft.Element{Set: setAffinity,
+	return nft.Element{Set: affinityMap(netip.MustParseAddr("10.96.0.11")),
 		Key:  []nft.Datum{nft.IP(netip.MustParseAddr(clientIP)), nft.IP(netip.MustParseAddr("10.96.0.11")), nft.Proto(proto), nft.Port(port)},
 		Data: []nft.Datum{nft.IP(netip.MustParseAddr(podIPs[pod])), nft.Port(port)}}
 }
@@ -26,7 +26,13 @@ func affinityEntry(clientIP string, proto uint8, port uint16, pod string) nft.El
 // clientsOf lists the clients (first key part) of the affinity map's entries.
 func clientsOf(t *testing.T, k *nft.Fake) []string {
 	t.Helper()
-	entries, err := k.DynamicElements(t.Context(), nft.FamilyIPv4, TableName, Sets()[2])
+	var set *nft.Set
+	for _, s := range Sets() {
+		if s.Name == affinityMap(netip.MustParseAddr("10.96.0.11")) {
+			set = s
+		}
+	}
+	entries, err := k.DynamicElements(t.Context(), nft.FamilyIPv4, TableName, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +45,6 @@ func clientsOf(t *testing.T, k *nft.Fake) []string {
 }
 
 func TestAffinitySweep(t *testing.T) {
-	if Sets()[2].Name != setAffinity {
-		t.Fatal("the test reads Sets()[2] as the affinity map")
-	}
 	sticky := func(pods ...string) (*v1.Service, []epSpec) {
 		var eps []epSpec
 		for _, p := range pods {

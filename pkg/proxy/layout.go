@@ -20,7 +20,7 @@ const (
 	setClusterIPs  = "cluster-ips"  // every ClusterIP: wrong-port reject, masquerade checks
 	mapServiceIPs  = "service-ips"  // ClusterIP . proto . port : goto svc-chain
 	setHairpin     = "hairpin"      // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
-	setAffinity    = "affinity"     // client . ClusterIP . proto . port : endpoint . endpoint port (ClientIP affinity)
+	mapAffinity    = "affinity"     // affinity-NN, client . ClusterIP . proto . port : endpoint . endpoint port (ClientIP affinity)
 	mapStickyPorts = "sticky-ports" // ClusterIP . proto . port : goto affinity-T-proto, for ClientIP-affinity ports
 	mapEndpoints   = "endpoints"    // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
 
@@ -42,7 +42,8 @@ const (
 	// masqueradeBit is kube-proxy's masquerade mark bit (--iptables-masquerade-bit 14).
 	masqueradeBit uint32 = 1 << 14
 
-	// affinitySetSize bounds the kernel memory of ClientIP affinity entries
+	// affinitySetSize bounds the kernel memory of ClientIP affinity entries, all
+	// shards together
 	// (kube-proxy's per-endpoint sets hold 65535 each).
 	affinitySetSize = 1 << 20
 )
@@ -62,36 +63,39 @@ type Options struct {
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
 const DefaultAffinityTimeout = 10800 * time.Second
 
-// shards splits the two sets that grow with endpoints (one element per endpoint) into
-// this many, by the last byte of an address. The kernel resumes a set dump every
+// shards splits the sets that grow with endpoints (one element per endpoint) or
+// clients (affinity entries) into this many, by the last byte of an address. The kernel resumes a set dump every
 // 32 KiB by walking the set from its start, so reading back one set of 300k elements
 // (30k Services x 10) took ~50 s; sixteen sets of ~19k take a fraction of that.
 const shards = 16
 
 func shardOf(a netip.Addr) int { return int(a.As4()[3]) % shards }
 
-// hairpinSet and endpointsMap name the shard an address belongs to.
+// hairpinSet, endpointsMap and affinityMap name the shard an address belongs to.
+// The affinity sweeper dumps only the shards of ClusterIPs that lost an endpoint.
 func hairpinSet(endpoint netip.Addr) string {
 	return fmt.Sprintf("%s-%02d", setHairpin, shardOf(endpoint))
 }
 func endpointsMap(clusterIP netip.Addr) string {
 	return fmt.Sprintf("%s-%02d", mapEndpoints, shardOf(clusterIP))
 }
+func affinityMap(clusterIP netip.Addr) string { return affinityShard(shardOf(clusterIP)) }
+func affinityShard(k int) string              { return fmt.Sprintf("%s-%02d", mapAffinity, k) }
 
 // Sets returns the table's sets and maps.
 func Sets() []*nft.Set {
 	sets := []*nft.Set{
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
-		{Name: setAffinity, Key: affinityKeyTypes, Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
-			Dynamic: true, Timeout: true, Size: affinitySetSize,
-			// typeof, so that nft can type the lookups and updates that name it.
-			KeyExpr:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)},
-			DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}},
 		{Name: mapStickyPorts, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 	}
 	for k := 0; k < shards; k++ {
 		sets = append(sets,
+			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapAffinity, k), Key: affinityKeyTypes, Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
+				Dynamic: true, Timeout: true, Size: affinitySetSize / shards,
+				// typeof, so that nft can type the lookups and updates that name it.
+				KeyExpr:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)},
+				DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}},
 			&nft.Set{Name: fmt.Sprintf("%s-%02d", setHairpin, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
 			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapEndpoints, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeInteger},
 				Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},

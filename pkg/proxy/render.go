@@ -56,7 +56,7 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			lb := loadBalanceChain(len(usable), sp.ClusterIP)
 			if sp.SessionAffinity {
 				lb = stickyChain(len(usable), sp.ClusterIP)
-				record := affinityChain(sp.AffinityTimeout, proto)
+				record := affinityChain(sp.AffinityTimeout, proto, sp.ClusterIP)
 				f.Shared = append(f.Shared, record)
 				f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: dispatch.Key,
 					Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: dispatch.Comment})
@@ -128,7 +128,7 @@ func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
 func stickyChain(n int, clusterIP netip.Addr) *nft.Chain {
 	lb := loadBalanceChain(n, clusterIP)
 	return &nft.Chain{Name: fmt.Sprintf("sticky-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{
-		{Stmts: []nft.Stmt{nft.DNATMap{Key: affinityKey, Map: setAffinity}}},
+		{Stmts: []nft.Stmt{nft.DNATMap{Key: affinityKey, Map: affinityMap(clusterIP)}}},
 		lb.Rules[0],
 	}}
 }
@@ -139,16 +139,17 @@ var affinityKey = []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)
 // affinityChain records, after NAT, where a new connection to a sticky port went:
 // the key from the connection's original tuple, the endpoint from the packet and
 // the reply tuple. Every new connection refreshes the entry's timeout, as
-// kube-proxy's "update @affinity-X { ip saddr }" does. One chain per timeout and
-// protocol, shared: nft types "ct original proto-dst" only after "ct protocol".
-func affinityChain(timeout time.Duration, proto uint8) *nft.Chain {
+// kube-proxy's "update @affinity-X { ip saddr }" does. One chain per timeout,
+// protocol and shard of the affinity map, shared: nft types "ct original proto-dst"
+// only after "ct protocol".
+func affinityChain(timeout time.Duration, proto uint8, clusterIP netip.Addr) *nft.Chain {
 	if timeout <= 0 {
 		timeout = DefaultAffinityTimeout // a zero dynset timeout would mean "never expire"
 	}
 	protoName := strings.ToLower(nft.Proto(proto).String())
-	return &nft.Chain{Name: fmt.Sprintf("affinity-%d-%s", int64(timeout/time.Second), protoName), Rules: []nft.Rule{{Stmts: []nft.Stmt{
+	return &nft.Chain{Name: fmt.Sprintf("affinity-%d-%s-%02d", int64(timeout/time.Second), protoName, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{
 		nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
-		nft.Update{Set: setAffinity, Timeout: timeout,
+		nft.Update{Set: affinityMap(clusterIP), Timeout: timeout,
 			Key:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldCtOrigDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldCtOrigProtoDst)},
 			Data: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldCtReplyProtoSrc)}},
 	}}}}

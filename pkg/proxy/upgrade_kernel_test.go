@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,14 +16,10 @@ import (
 // ClusterIP . port . endpoint . endpoint port, and a chain of the port's own with
 // per-endpoint rules.
 func oldStickyLayout(o Options) *nft.Ruleset {
-	var sets []*nft.Set
+	sets := []*nft.Set{{Name: mapAffinity, Dynamic: true, Timeout: true, Size: affinitySetSize,
+		Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}}}
 	for _, s := range Sets() {
-		switch s.Name {
-		case setAffinity:
-			sets = append(sets, &nft.Set{Name: setAffinity, Dynamic: true, Timeout: true, Size: affinitySetSize,
-				Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}})
-		case mapStickyPorts:
-		default:
+		if s.Name != mapStickyPorts && !strings.HasPrefix(s.Name, mapAffinity+"-") {
 			sets = append(sets, s)
 		}
 	}
@@ -39,15 +36,15 @@ func oldStickyLayout(o Options) *nft.Ruleset {
 	}
 	var rules []nft.Rule
 	for _, ep := range eps {
-		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.Lookup{Key: key(ep), Set: setAffinity},
-			nft.Update{Set: setAffinity, Key: key(ep), Timeout: time.Minute}, nft.DNAT{Addr: ep, Port: 80}}})
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.Lookup{Key: key(ep), Set: mapAffinity},
+			nft.Update{Set: mapAffinity, Key: key(ep), Timeout: time.Minute}, nft.DNAT{Addr: ep, Port: 80}}})
 	}
 	for k, ep := range eps {
 		var stmts []nft.Stmt
 		if k == 0 {
 			stmts = append(stmts, nft.Numgen{Mod: 2, Value: 0})
 		}
-		rules = append(rules, nft.Rule{Stmts: append(stmts, nft.Update{Set: setAffinity, Key: key(ep), Timeout: time.Minute}, nft.DNAT{Addr: ep, Port: 80})})
+		rules = append(rules, nft.Rule{Stmts: append(stmts, nft.Update{Set: mapAffinity, Key: key(ep), Timeout: time.Minute}, nft.DNAT{Addr: ep, Port: 80})})
 	}
 	const chain = "svc-ns/sticky/tcp/http"
 	r.SetFragment("svc:ns/sticky", nft.Fragment{Chains: []*nft.Chain{{Name: chain, Rules: rules}}, Elements: []nft.Element{
@@ -57,9 +54,10 @@ func oldStickyLayout(o Options) *nft.Ruleset {
 	return r
 }
 
-// A table written by the old layout is converted in one transaction (the affinity
-// set's type changed, so the kernel cannot change it in place: the table is rebuilt
-// atomically), after which the Service is sticky and the kernel equals render.
+// A table written by the old layout is converted in one transaction (in place: the
+// affinity maps have new names, so the old set and chain are deleted in the
+// transaction that adds the new ones), after which the Service is sticky and the
+// kernel equals render.
 func TestKernelUpgradeFromPerPortAffinityChains(t *testing.T) {
 	e := newKenv(t)
 	old := oldStickyLayout(e.p.cfg.Options)
@@ -83,8 +81,11 @@ func TestKernelUpgradeFromPerPortAffinityChains(t *testing.T) {
 			txs = append(txs, tx)
 		}
 	}
-	if len(txs) != 1 || !txs[0].Recreate {
-		t.Fatalf("the upgrade took %d transactions (first recreates: %v), want one that recreates the table", len(txs), len(txs) > 0 && txs[0].Recreate)
+	if len(txs) != 1 {
+		t.Fatalf("the upgrade took %d transactions, want one", len(txs))
+	}
+	if !slices.Contains(txs[0].DelSets, mapAffinity) || !slices.Contains(txs[0].DelChains, "svc-ns/sticky/tcp/http") {
+		t.Fatalf("the upgrade deletes sets %v and chains %v, want the old affinity set and chain among them", txs[0].DelSets, txs[0].DelChains)
 	}
 	got := nft.NormalizeListing(e.w.Node.MustRun(t, "nft", "list", "table", "ip", TableName))
 	if want := p.Desired().Text(); got != want {
