@@ -25,10 +25,10 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 // Replacing an endpoint then only swaps map elements, and a change of n swaps one
 // dispatch element: the kernel re-validates chains reachable from the dispatch map,
 // a few per endpoint count, instead of a rule per endpoint of every Service.
-// A ClientIP-affinity port goes to sticky-n, which first looks the client up in the
-// affinity map and otherwise picks as lb-n does; its element in sticky-ports tells
-// the filter chains after NAT how long to remember where the connection went
-// (affinity-T-proto). Sticky ports are element-only changes too.
+// A ClientIP-affinity port goes to sticky-n-SS, which first looks the client up in
+// the affinity map of the shard and otherwise picks as lb-n-SS does; its element in
+// sticky-ports tells the filter chains after NAT how long to remember where the
+// connection went (affinity-T-proto-SS). Sticky ports are element-only changes too.
 func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
 	var f nft.Fragment
 	for _, sp := range ports {
