@@ -302,15 +302,6 @@ func (f *Fake) AddDynamic(family Family, table string, e Element) {
 	}
 }
 
-// ExpireDynamic removes an element of a dynamic set, as its timeout does (tests).
-func (f *Fake) ExpireDynamic(family Family, table string, e Element) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t := f.tables[fakeKey(family, table)]; t != nil {
-		delete(t.dyn, e.ID())
-	}
-}
-
 // DynamicElements returns the elements of dynamic set s, sorted by ID.
 func (f *Fake) DynamicElements(ctx context.Context, family Family, table string, s *Set) ([]Element, error) {
 	if err := ctx.Err(); err != nil {
