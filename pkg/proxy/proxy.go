@@ -47,6 +47,8 @@ type Proxy struct {
 	lb      sharedChains // one value per shared chain, for every Service that uses it
 	serving *servingTable
 	refused *refusals
+	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.
+	affinity *affinityTable
 
 	mu       sync.Mutex
 	needFull bool
@@ -79,6 +81,7 @@ func New(cfg Config) *Proxy {
 		lb:       sharedChains{},
 		serving:  newServingTable(),
 		refused:  &refusals{m: map[string]refusal{}},
+		affinity: newAffinityTable(),
 		needFull: true,
 	}
 }
