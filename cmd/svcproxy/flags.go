@@ -21,6 +21,7 @@ type options struct {
 	metricsAddr, healthzAddr             string
 	cleanup                              bool
 	manifests                            string
+	noTakeover                           bool // --takeover=false
 	ignored                              map[string]*string
 }
 
@@ -63,6 +64,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.healthzAddr, "healthz-bind-address", "0.0.0.0:10256", "IP:port for the health check server, serving /healthz and /livez (empty to disable).")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, then exit.")
 	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
+	addTakeoverFlag(fs, o)
 	for _, name := range kubeProxyFlags {
 		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
 		if kubeProxyBoolFlags[name] {

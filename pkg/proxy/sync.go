@@ -112,6 +112,9 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, fi
 	if p.cfg.Health != nil && ok {
 		p.cfg.Health.Synced(end)
 	}
+	if p.cfg.OnSynced != nil && ok {
+		p.cfg.OnSynced()
+	}
 	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
 }
 
