@@ -203,6 +203,11 @@ func TestSwapBackToKubeProxy(t *testing.T) {
 	// Bound: failures only while the client's own node had no rules, and
 	// every long-lived connection lives (conntrack keeps its NAT).
 	reportSwapLoad(t, r, load, windows)
+	for _, n := range c.workers() {
+		for _, tg := range targets {
+			logUntranslated(t, n.name, tg.ip, 1)
+		}
+	}
 
 	for _, n := range c.nodes {
 		if ok, err := hasSvcproxyTable(n); ok || err != nil {
@@ -318,6 +323,7 @@ func reportSwapLoad(t *testing.T, r *result, load *swapLoad, windows map[string]
 			if bad := loadstat.FailedOutside(out, allowed); len(bad) > 0 {
 				t.Errorf("%s from %s: %d requests failed while %s had its rules, first %v after the load started: %v",
 					s.target.svc, s.client.name, len(bad), s.client.node, bad[0].Start.Sub(load.start).Round(time.Millisecond), bad[0].Err)
+				logUntranslated(t, s.client.node, s.target.ip, 5)
 			}
 		}
 	}
@@ -345,6 +351,30 @@ func reportSwapLoad(t *testing.T, r *result, load *swapLoad, windows map[string]
 	r.metric(t, "gap_ms_failed_per_service", "%s", strings.Join(perSvc, ", "))
 	r.metric(t, "longlived_broken", "%d/%d", broken, len(load.long))
 	return failed
+}
+
+// logUntranslated logs how many connections towards ip the named node's
+// conntrack holds untranslated, and up to examples of them.
+func logUntranslated(t *testing.T, node, ip string, examples int) {
+	t.Helper()
+	for _, n := range theCluster.nodes {
+		if n.name != node {
+			continue
+		}
+		lines, err := untranslatedConntrack(n, ip)
+		if err != nil {
+			t.Logf("%s: conntrack towards %s: %v", node, ip, err)
+			return
+		}
+		t.Logf("%s: %d untranslated conntrack entries towards %s%s", node, len(lines), ip, indentFew(lines, examples))
+	}
+}
+
+func indentFew(lines []string, n int) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return ", e.g.:\n  " + strings.Join(lines[:min(len(lines), n)], "\n  ")
 }
 
 // checkKubeletChains fails t unless everything kubelet had in n's iptables

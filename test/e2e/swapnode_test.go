@@ -186,3 +186,25 @@ func currentProxy(n *node) string {
 	}
 	return n.proxyKind
 }
+
+// untranslatedConntrack lists n's conntrack entries towards ip that were
+// never translated (the reply comes from ip itself): connections whose
+// first packet met no Service rule. A TCP one stays in SYN_SENT for two
+// minutes and its retransmissions, or a later connection that reuses its
+// source port, follow it untranslated.
+func untranslatedConntrack(n *node, ip string) ([]string, error) {
+	out, err := netns.Exec(n.netns, "conntrack", "-L", "--orig-dst", ip)
+	if err != nil && !strings.Contains(out, "flow entries have been shown") {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		// The reply tuple is the second "src=".
+		if i := strings.Index(l, "src="); i >= 0 {
+			if j := strings.Index(l[i+1:], "src="); j >= 0 && strings.HasPrefix(l[i+1+j:], "src="+ip+" ") {
+				lines = append(lines, strings.TrimSpace(l))
+			}
+		}
+	}
+	return lines, nil
+}

@@ -95,11 +95,7 @@ func (s *stream) record(o loadstat.Outcome) {
 func (s *stream) once() error {
 	switch s.target.expect {
 	case answerHTTP:
-		got, err := s.client.hit(s.target.ip, s.target.port)
-		if err == nil && got == "" {
-			err = errors.New("empty answer")
-		}
-		return err
+		return httpOnce(s.client, s.target.addr())
 	case answerUDP:
 		c, err := s.client.udpConn(s.target.addr())
 		if err != nil {
@@ -125,6 +121,34 @@ func (s *stream) outcomes() []loadstat.Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]loadstat.Outcome(nil), s.out...)
+}
+
+// httpOnce opens a new connection to addr from cl and asks for a pod's
+// name once. Its errors say whether the connection was not made or made and
+// not answered (with the client's address, to find its conntrack entry).
+func httpOnce(cl *podClient, addr string) error {
+	conn, err := netns.DialFunc(cl.netns, requestTimeout)(context.Background(), "tcp4", addr)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
+	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr); err != nil {
+		return fmt.Errorf("request from %s: %w", conn.LocalAddr(), err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return fmt.Errorf("answer to %s: %w", conn.LocalAddr(), err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return fmt.Errorf("answer to %s: %w", conn.LocalAddr(), err)
+	case resp.StatusCode != http.StatusOK || len(strings.TrimSpace(string(body))) == 0:
+		return fmt.Errorf("answer to %s: %s %q", conn.LocalAddr(), resp.Status, body)
+	}
+	return nil
 }
 
 // longConn is one long-lived TCP connection to a Service: an HTTP/1.1
