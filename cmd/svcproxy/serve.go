@@ -35,7 +35,11 @@ func serve(ctx context.Context, o *options) error {
 			return fmt.Errorf("cleanup: %w", err)
 		}
 		klog.InfoS("Removed svcproxy's nftables table", "table", "ip "+proxy.TableName)
-		// Like kube-proxy --cleanup, which removes every mode's rules.
+		// Like kube-proxy --cleanup, which removes every mode's rules; with
+		// --takeover=false only ours, for the way back once kube-proxy serves.
+		if o.noTakeover {
+			return nil
+		}
 		if err := takeOver(ctx, takeover.Options{}, nil); err != nil {
 			return fmt.Errorf("cleanup of kube-proxy's rules: %w", err)
 		}

@@ -191,8 +191,9 @@ func TestTakeoverAtStartKeepsTrafficFlowing(t *testing.T) {
 }
 
 // TestTakeoverOffAndCleanup: with --takeover=false kube-proxy's rules stay (to run
-// next to a kube-proxy); --cleanup removes them with svcproxy's own table, and only
-// them, like kube-proxy --cleanup.
+// next to a kube-proxy), with --cleanup too (only svcproxy's table goes: the way back
+// once kube-proxy serves again); --cleanup alone removes them with svcproxy's own
+// table, and only them, like kube-proxy --cleanup.
 func TestTakeoverOffAndCleanup(t *testing.T) {
 	netnstest.RequireRoot(t)
 	svcproxyBin(t)
@@ -210,6 +211,17 @@ func TestTakeoverOffAndCleanup(t *testing.T) {
 	}
 	if left := kubeProxyLeft(t, node); strings.Join(left, "\n") != strings.Join(before, "\n") {
 		t.Fatalf("--takeover=false changed kube-proxy's rules:\nbefore %q\nafter %q", before, left)
+	}
+
+	// The way back without a gap: kube-proxy serves again, then only our table goes.
+	if out, err := node.Run(svcproxyBin(t), "--cleanup", "--takeover=false"); err != nil {
+		t.Fatalf("--cleanup --takeover=false: %v: %s", err, out)
+	}
+	if tables := node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "svcproxy") {
+		t.Errorf("svcproxy's table after --cleanup --takeover=false:\n%s", tables)
+	}
+	if left := kubeProxyLeft(t, node); strings.Join(left, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("--cleanup --takeover=false changed kube-proxy's rules:\nbefore %q\nafter %q", before, left)
 	}
 
 	if out, err := node.Run(svcproxyBin(t), "--cleanup"); err != nil {
@@ -270,5 +282,42 @@ func TestTakeoverFlag(t *testing.T) {
 		if len(tc.args) == 2 && !o.cleanup {
 			t.Errorf("parseFlags(%q) swallowed --cleanup", tc.args)
 		}
+	}
+}
+
+// TestOurRulesDecideWhileKubeProxysExist backs the ordering svcproxy relies on: once
+// our table is programmed, new connections follow our rules even while kube-proxy's
+// are still there (NAT chains of one priority run newest first, and the first to
+// translate decides). kube-proxy's leftovers here send the ClusterIP to an endpoint
+// that is gone; with --takeover=false both rule sets stay, and every connection must
+// still reach the seed pods.
+func TestOurRulesDecideWhileKubeProxysExist(t *testing.T) {
+	netnstest.RequireRoot(t)
+	svcproxyBin(t)
+	w, client := seedWorld(t)
+	stale := strings.NewReplacer("10.244.1.2:80", "10.244.1.99:80", "10.244.1.3:80", "10.244.1.99:80").Replace(kubeProxyRules)
+	requireIptablesNft(t)
+	w.Node.MustRun(t, "sh", "-c", `printf '%s' "$0" | iptables-nft-restore --noflush`, stale)
+	if _, err := client.Get(clusterIP, 500*time.Millisecond); err == nil {
+		t.Fatal("the ClusterIP answers through kube-proxy's stale rules; the test proves nothing")
+	}
+	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	startSvcproxy(t, w.Node, logPath, "--takeover=false", "--manifests", seedManifests(t),
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
+	waitSynced(t, w.Node, healthzAddr)
+	if left := kubeProxyLeft(t, w.Node); len(left) == 0 {
+		t.Fatal("kube-proxy's rules are gone; the test proves nothing")
+	}
+	answers := map[string]int{}
+	for i := 0; i < 20; i++ {
+		body, err := client.Get(clusterIP, time.Second)
+		if err != nil {
+			t.Fatalf("request %d failed with both rule sets in place (kube-proxy's decided?): %v", i, err)
+		}
+		answers[body]++
+	}
+	if answers["pod1"] == 0 || answers["pod2"] == 0 {
+		t.Errorf("answers %v: want both seed pods", answers)
 	}
 }

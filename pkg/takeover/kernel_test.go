@@ -119,3 +119,63 @@ func TestKernelRemovesIptablesAndNftablesModeLeftovers(t *testing.T) {
 		t.Errorf("second Run: removed %v, err %v; want nothing", again.Removed, err)
 	}
 }
+
+// hostportRules has chains of kubelet's old hostport manager (dockershim's
+// KUBE-HOSTPORTS, KUBE-HP-*), which jump to kube-proxy's KUBE-MARK-MASQ; one also
+// jumps into a Service chain (made up, to need a second round of reading).
+const hostportRules = `*nat
+:PREROUTING ACCEPT [0:0]
+:KUBE-HOSTPORTS - [0:0]
+:KUBE-HP-4YVONL46AKYWSKS3 - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-SEP-N4G2XR5TDX7PQE7P - [0:0]
+:KUBE-SEP-XQ2B4K7HRJZ5CWM3 - [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-TCOU7JCQXEZGVUNU - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A PREROUTING -m comment --comment "kube hostport portals" -m addrtype --dst-type LOCAL -j KUBE-HOSTPORTS
+-A KUBE-HOSTPORTS -p tcp -m comment --comment "nginx hostport 8080" -m tcp --dport 8080 -j KUBE-HP-4YVONL46AKYWSKS3
+-A KUBE-HP-4YVONL46AKYWSKS3 -s 10.244.1.9/32 -j KUBE-MARK-MASQ
+-A KUBE-HP-4YVONL46AKYWSKS3 -p tcp -j KUBE-SVC-TCOU7JCQXEZGVUNU
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-SEP-N4G2XR5TDX7PQE7P -p tcp -m tcp -j DNAT --to-destination 10.244.2.7:80
+-A KUBE-SEP-XQ2B4K7HRJZ5CWM3 -p tcp -m tcp -j DNAT --to-destination 10.244.1.6:80
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-TCOU7JCQXEZGVUNU
+-A KUBE-SVC-TCOU7JCQXEZGVUNU -j KUBE-SEP-N4G2XR5TDX7PQE7P
+COMMIT
+`
+
+// TestKernelKeepsWhatAnotherProgramJumpsTo: a kube-proxy chain that another
+// program's chain jumps to stays, with every kube-proxy chain it reaches (read only
+// then: kube-proxy's chains are not read otherwise); the rest goes.
+func TestKernelKeepsWhatAnotherProgramJumpsTo(t *testing.T) {
+	requireTools(t, "iptables-nft-restore", "iptables-nft-save")
+	ns := netnstest.New(t, "kept")
+	ns.MustRun(t, "sh", "-c", `printf '%s' "$0" | iptables-nft-restore`, hostportRules)
+	r, err := Run(context.Background(), Options{NetNSFd: ns.Fd, NetNSPath: ns.Path()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []string{
+		"ip nat KUBE-MARK-MASQ: chain KUBE-HP-4YVONL46AKYWSKS3 jumps to it",
+		"ip nat KUBE-SEP-N4G2XR5TDX7PQE7P: chain KUBE-SVC-TCOU7JCQXEZGVUNU jumps to it",
+		"ip nat KUBE-SVC-TCOU7JCQXEZGVUNU: chain KUBE-HP-4YVONL46AKYWSKS3 jumps to it",
+	}
+	if diff := cmp.Diff(want, r.Kept); diff != "" {
+		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[Kind]int{KindChain: 2, KindJumpRule: 1}, r.Removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	after := save(t, ns, "iptables-nft-save")
+	for _, gone := range []string{"KUBE-SERVICES", "KUBE-SEP-XQ2B4K7HRJZ5CWM3"} {
+		if strings.Contains(after, gone) {
+			t.Errorf("%s left:\n%s", gone, after)
+		}
+	}
+	for _, kept := range []string{"-A KUBE-HP-4YVONL46AKYWSKS3 -p tcp -j KUBE-SVC-TCOU7JCQXEZGVUNU", "-A KUBE-SVC-TCOU7JCQXEZGVUNU -j KUBE-SEP-N4G2XR5TDX7PQE7P", "-A KUBE-MARK-MASQ -j MARK"} {
+		if !strings.Contains(after, kept) {
+			t.Errorf("%q gone:\n%s", kept, after)
+		}
+	}
+}

@@ -16,10 +16,14 @@ type tableInfo struct {
 }
 
 // chainInfo is one chain: Base when it is attached to a hook (PREROUTING, OUTPUT, ...).
+// The rules of kube-proxy's chains are read only when the plan keeps the chain
+// (RulesRead): those it removes are flushed whatever they hold, and reading tens of
+// thousands of rules is what would make the takeover slow.
 type chainInfo struct {
-	Name  string
-	Base  bool
-	Rules []ruleInfo
+	Name      string
+	Base      bool
+	Rules     []ruleInfo
+	RulesRead bool
 }
 
 // ruleInfo is one rule: its handle and the chains its verdicts jump or go to.
@@ -41,8 +45,10 @@ type tablePlan struct {
 	Table        string
 	DeleteRules  []ruleRef
 	DeleteChains []string
-	// Kept lists kube-proxy chains left in place, with the reason.
-	Kept []string
+	// Kept lists kube-proxy chains left in place, with the reason; KeptChains their
+	// names.
+	Kept       []string
+	KeptChains []string
 }
 
 func (p tablePlan) empty() bool { return len(p.DeleteRules) == 0 && len(p.DeleteChains) == 0 }
@@ -73,6 +79,7 @@ func planTable(t tableInfo) tablePlan {
 					if remove[target] {
 						delete(remove, target)
 						p.Kept = append(p.Kept, fmt.Sprintf("%s %s: chain %s jumps to it", t.Name, target, c.Name))
+						p.KeptChains = append(p.KeptChains, target)
 						changed = true
 					}
 				}
@@ -95,6 +102,7 @@ func planTable(t tableInfo) tablePlan {
 	}
 	sort.Strings(p.DeleteChains)
 	sort.Strings(p.Kept)
+	sort.Strings(p.KeptChains)
 	return p
 }
 

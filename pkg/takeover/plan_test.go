@@ -50,6 +50,7 @@ func TestPlanTable(t *testing.T) {
 					"nat KUBE-SEP-BBBBBBBBBBBBBBBB: chain KUBE-SVC-AAAAAAAAAAAAAAAA jumps to it",
 					"nat KUBE-SVC-AAAAAAAAAAAAAAAA: chain CNI-DNAT jumps to it",
 				},
+				KeptChains: []string{"KUBE-MARK-MASQ", "KUBE-SEP-BBBBBBBBBBBBBBBB", "KUBE-SVC-AAAAAAAAAAAAAAAA"},
 			},
 		},
 		{
