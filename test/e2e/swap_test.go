@@ -145,7 +145,16 @@ func swapFromKubeProxy(t *testing.T, from, prefix string) {
 // node, and kube-proxy (iptables mode) starts. Between the cleanup and
 // kube-proxy's first sync the node has no Service rules: its client pod's
 // new connections fail there, and only there.
-func TestSwapBackToKubeProxy(t *testing.T) {
+func TestSwapBackToKubeProxy(t *testing.T) { swapBack(t, "swb-", false) }
+
+// TestSwapBackToKubeProxyWithoutGap: the way back in the other order. On
+// every node svcproxy gets SIGTERM (its table stays and serves), kube-proxy
+// starts, and once it has synced `svcproxy --cleanup --takeover=false`
+// deletes only svcproxy's table. Both rule sets are whole while both
+// exist, so no new connection may fail.
+func TestSwapBackToKubeProxyWithoutGap(t *testing.T) { swapBack(t, "swg-", true) }
+
+func swapBack(t *testing.T, prefix string, kubeProxyFirst bool) {
 	r := track(t)
 	skipUnlessSvcproxyRun(t)
 	c := theCluster
@@ -171,7 +180,7 @@ func TestSwapBackToKubeProxy(t *testing.T) {
 			}
 		}
 	}
-	targets := swapWorkloads(t, "swb-")
+	targets := swapWorkloads(t, prefix)
 
 	load := startSwapLoad(targets, swapClients(), k.rate, k.long)
 	defer load.finish()
@@ -182,27 +191,45 @@ func TestSwapBackToKubeProxy(t *testing.T) {
 		if i > 0 {
 			time.Sleep(k.pause)
 		}
-		st, err := c.switchProxy(ctx, n, to, true)
+		st, err := c.switchProxy(ctx, n, to, !kubeProxyFirst)
+		var synced time.Time
+		if err == nil {
+			synced, err = waitKubeProxyRules(ctx, n, targets)
+		}
+		if err == nil && kubeProxyFirst {
+			st.cleanup, st.cleanupOut, err = svcproxyCleanup(c, n, "--takeover=false")
+		}
 		switches = append(switches, st)
 		if err != nil {
 			t.Fatalf("way back on %s: %v", n.name, err)
 		}
-		// From svcproxy's exit (its rules stay until the cleanup) to
-		// kube-proxy's first sync (/healthz 200, polled every 50 ms),
-		// plus one client timeout: a request whose SYN met no rule
-		// left an un-NATed conntrack entry that its retransmissions
-		// follow until the client gives up.
-		windows[n.name] = loadstat.Window{From: st.begin, To: st.healthy.Add(requestTimeout)}
-		r.metric(t, "without_rules_ms_"+n.short, "%s", ms(st.healthy.Sub(st.started)+st.cleanup))
 		r.metric(t, "cleanup_ms_"+n.short, "%s", ms(st.cleanup))
+		r.metric(t, "kube_proxy_rules_after_healthz_ms_"+n.short, "%s", ms(synced.Sub(st.healthy)))
+		if kubeProxyFirst {
+			continue
+		}
+		// From svcproxy's exit (its rules stay until the cleanup) to
+		// kube-proxy's rules in the kernel (polled every 20 ms), plus
+		// one client timeout: a request whose SYN met no rule left an
+		// untranslated conntrack entry that its retransmissions follow
+		// until the client gives up.
+		windows[n.name] = loadstat.Window{From: st.begin, To: synced.Add(requestTimeout)}
+		r.metric(t, "without_rules_ms_"+n.short, "%s", ms(synced.Sub(st.started)+st.cleanup))
 	}
 	time.Sleep(k.settle)
 	load.finish()
 	r.metric(t, "swap_s", "%.1f", switches[len(switches)-1].healthy.Sub(switches[0].begin).Seconds())
 
-	// Bound: failures only while the client's own node had no rules, and
-	// every long-lived connection lives (conntrack keeps its NAT).
-	reportSwapLoad(t, r, load, windows)
+	// Bound: failures only while the client's own node had no rules (none
+	// at all when kube-proxy starts first), and every long-lived
+	// connection lives (conntrack keeps its NAT).
+	if kubeProxyFirst {
+		if failed := reportSwapLoad(t, r, load, nil); failed > 0 {
+			t.Errorf("%d new connections failed on the way back with kube-proxy started first; want 0", failed)
+		}
+	} else {
+		reportSwapLoad(t, r, load, windows)
+	}
 	for _, n := range c.workers() {
 		for _, tg := range targets {
 			logUntranslated(t, n.name, tg.ip, 1)
@@ -219,7 +246,7 @@ func TestSwapBackToKubeProxy(t *testing.T) {
 		}
 		checkKubeletChains(t, n, kubelet[n.name])
 	}
-	checkSwapServices(t, targets, "swb-")
+	checkSwapServices(t, targets, prefix)
 }
 
 // swapWorkloads creates the scenario's Services and waits until each

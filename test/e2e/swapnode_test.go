@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/test/e2e/readback"
 )
 
@@ -154,11 +155,9 @@ func (c *cluster) switchProxy(ctx context.Context, n *node, kind string, cleanup
 		st.exitErr = fmt.Sprint(old.err)
 	}
 	if cleanup {
-		begin := time.Now()
-		out, err := netns.Exec(n.netns, c.svcproxyBin, "--cleanup")
-		st.cleanup, st.cleanupOut = time.Since(begin), strings.TrimSpace(out)
-		if err != nil {
-			return st, fmt.Errorf("svcproxy --cleanup on %s: %w", n.name, err)
+		var err error
+		if st.cleanup, st.cleanupOut, err = svcproxyCleanup(c, n); err != nil {
+			return st, err
 		}
 	}
 	st.started = time.Now()
@@ -172,6 +171,44 @@ func (c *cluster) switchProxy(ctx context.Context, n *node, kind string, cleanup
 	c.logf("%s: %s -> %s: old exited after %v (%s), cleanup %v, healthy %v after start",
 		n.name, st.from, st.to, st.exited.Round(time.Millisecond), st.exitErr, st.cleanup.Round(time.Millisecond), st.healthy.Sub(st.started).Round(time.Millisecond))
 	return st, nil
+}
+
+// waitKubeProxyRules waits until kube-proxy's iptables rules in n name
+// every target's ClusterIP, and returns when they first did. kube-proxy's
+// /healthz is no sign of that: v1.37 answered 200 about 0.4 s before its
+// first sync was written, before its informers had even synced.
+func waitKubeProxyRules(ctx context.Context, n *node, targets []swapTarget) (time.Time, error) {
+	var missing []string
+	err := poll.Until(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
+		save, err := iptablesSave(n, "ip")
+		if err != nil {
+			return false, err.Error()
+		}
+		missing = missing[:0]
+		for _, tg := range targets {
+			if !strings.Contains(save, "-d "+tg.ip+"/32 ") {
+				missing = append(missing, tg.svc)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("no rules for %v", missing)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("kube-proxy's rules on %s: %w", n.name, err)
+	}
+	return time.Now(), nil
+}
+
+// svcproxyCleanup runs `svcproxy --cleanup` with args inside n, as an
+// operator would on the node, and says how long it took and what it said.
+func svcproxyCleanup(c *cluster, n *node, args ...string) (time.Duration, string, error) {
+	begin := time.Now()
+	out, err := netns.Exec(n.netns, append([]string{c.svcproxyBin, "--cleanup"}, args...)...)
+	took, out := time.Since(begin), strings.TrimSpace(out)
+	if err != nil {
+		return took, out, fmt.Errorf("svcproxy --cleanup %s on %s: %w", strings.Join(args, " "), n.name, err)
+	}
+	c.logf("%s: svcproxy --cleanup %s took %v: %s", n.name, strings.Join(args, " "), took.Round(time.Millisecond), lastLines(out, 3))
+	return took, out, nil
 }
 
 // currentProxy is the kind of proxy n runs, "" if it is not running.
