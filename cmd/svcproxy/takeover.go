@@ -81,21 +81,34 @@ func takeOver(ctx context.Context, o takeover.Options, removed *prometheus.Count
 	return err
 }
 
+// takeoverAttempts bounds the takeovers tried after syncs: a failure that lasts (a
+// kube-proxy object the kernel will not delete) is logged that many times, not
+// after every sync for the life of the process.
+const takeoverAttempts = 5
+
 // takeoverAfterSync returns the proxy's OnSynced hook: the first sync that programmed
 // every Service starts the takeover in the background (the sync loop goes on; our
-// table already serves), and a failed takeover is tried again after a later sync.
+// table already serves), and a failed takeover is tried again after a later sync, up
+// to takeoverAttempts times.
 func takeoverAfterSync(ctx context.Context, removed *prometheus.CounterVec) func() {
 	var running, done atomic.Bool
+	var failed atomic.Int32
 	return func() {
 		if done.Load() || !running.CompareAndSwap(false, true) {
 			return
 		}
 		go func() {
 			defer running.Store(false)
-			if err := takeOver(ctx, takeover.Options{}, removed); err != nil {
-				klog.ErrorS(err, "Taking over from kube-proxy failed; will retry after the next sync")
+			err := takeOver(ctx, takeover.Options{}, removed)
+			if err == nil {
+				done.Store(true)
 				return
 			}
+			if n := failed.Add(1); n < takeoverAttempts {
+				klog.ErrorS(err, "Taking over from kube-proxy failed; will retry after the next sync", "attempt", n)
+				return
+			}
+			klog.ErrorS(err, "Taking over from kube-proxy failed; giving up (svcproxy --cleanup retries it)", "attempts", takeoverAttempts)
 			done.Store(true)
 		}()
 	}

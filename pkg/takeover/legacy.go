@@ -105,9 +105,11 @@ func legacyKubeProxyChains() ([]string, error) {
 }
 
 func legacyChains(f legacyFamily, tables []string) ([]string, error) {
-	fd, err := unix.Socket(f.af, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	// Any IP socket reaches x_tables' getsockopt (iptables-legacy uses a raw one,
+	// which would need CAP_NET_RAW; reading needs only CAP_NET_ADMIN, like the rest).
+	fd, err := unix.Socket(f.af, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("raw socket for %s x_tables: %w", f.name, err)
+		return nil, fmt.Errorf("socket for %s x_tables: %w", f.name, err)
 	}
 	defer unix.Close(fd)
 	var out []string

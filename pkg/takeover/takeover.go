@@ -2,7 +2,8 @@
 // so that svcproxy's table is the only proxy that places Service traffic:
 //
 //   - iptables-mode and ipvs-mode chains in iptables-nft's tables (`ip`/`ip6` `nat`,
-//     `filter`, `mangle`) and the rules that jump to them from other chains;
+//     `filter`, `mangle`) and the rules of the base chains (PREROUTING, OUTPUT,
+//     POSTROUTING, INPUT, FORWARD) that jump to them;
 //   - nftables-mode's tables `ip kube-proxy` and `ip6 kube-proxy`;
 //   - ipvs-mode's `kube-ipvs0` device, the IPVS virtual services on its addresses and
 //     its `KUBE-*` ipsets;
@@ -30,7 +31,7 @@ type Kind string
 
 // The kinds of objects Run removes.
 const (
-	KindJumpRule    Kind = "iptables-jump-rule" // a rule of a kept chain that jumps into a removed one
+	KindJumpRule    Kind = "iptables-jump-rule" // a base chain's rule (PREROUTING, ...) jumping into a removed chain
 	KindChain       Kind = "iptables-chain"     // a kube-proxy chain in iptables-nft's tables
 	KindTable       Kind = "nftables-table"     // table ip/ip6 kube-proxy
 	KindIPVSService Kind = "ipvs-service"       // an IPVS virtual service on kube-ipvs0's addresses
