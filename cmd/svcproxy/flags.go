@@ -21,6 +21,7 @@ type options struct {
 	metricsAddr, healthzAddr             string
 	cleanup                              bool
 	manifests                            string
+	noTakeover                           bool // --takeover=false
 	ignored                              map[string]*string
 }
 
@@ -61,8 +62,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", time.Second, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "IP:port for the metrics server (empty to disable).")
 	fs.StringVar(&o.healthzAddr, "healthz-bind-address", "0.0.0.0:10256", "IP:port for the health check server, serving /healthz and /livez (empty to disable).")
-	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, then exit.")
+	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
 	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
+	addTakeoverFlag(fs, o)
 	for _, name := range kubeProxyFlags {
 		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
 		if kubeProxyBoolFlags[name] {

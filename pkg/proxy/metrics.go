@@ -48,6 +48,8 @@ type Metrics struct {
 	TxObjects           prometheus.Histogram
 	KernelReadDuration  prometheus.Histogram
 	ManifestErrors      prometheus.Gauge
+	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
+	AffinityEntriesDeleted prometheus.Counter
 }
 
 // kube-proxy's buckets (pkg/proxy/metrics/metrics.go).
@@ -146,6 +148,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time to read svcproxy's table back from the kernel (start-up adoption and drift checks)", Buckets: syncBuckets}),
 		ManifestErrors: plainGauge("svcproxy_manifest_errors",
 			"With --manifests: documents (or List items) currently skipped because they do not decode or their file cannot be read"),
+		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
+			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 	}
 	if reg != nil {
 		reg.MustRegister(collectors...)

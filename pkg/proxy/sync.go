@@ -26,8 +26,10 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
-		p.desired.SetFragment(owner, p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName)))
+		f := p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName))
+		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
+		p.affinity.render(owner, stickyOf(f))
 		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.NodeName)
 	}
 	p.programming.add(c.TriggerTimes)
@@ -57,6 +59,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		p.needFull = false
 		p.mu.Unlock()
 	}
+	p.sweepAffinity(ctx) // before noteGeneration: its commit is ours
 	p.noteGeneration(ctx, gen0, genErr, read)
 	p.reconcileConntrack(full)
 	releaseMemory(objects)
@@ -73,6 +76,7 @@ func (p *Proxy) settle() map[string]bool {
 		pending[o] = true
 	}
 	p.serving.commit(pending)
+	p.affinity.commit(pending)
 	p.refused.settle(pending)
 	list := p.refused.list()
 	p.cfg.Metrics.RefusedServices.Set(float64(len(list)))
@@ -114,6 +118,9 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	// timeout.
 	if p.cfg.Health != nil && ok {
 		p.cfg.Health.Synced(end)
+	}
+	if p.cfg.OnSynced != nil && ok {
+		p.cfg.OnSynced()
 	}
 	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
 }
