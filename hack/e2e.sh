@@ -17,7 +17,9 @@ fi
 
 # Tools the harness and the proxies use inside the namespaces.
 missing=()
-for pair in ip:iproute2 nft:nftables iptables:iptables conntrack:conntrack sysctl:procps; do
+# prometheus: TestPrometheusProgrammingLatency scrapes the proxies with Debian's
+# Prometheus and queries it (the package also brings promtool).
+for pair in ip:iproute2 nft:nftables iptables:iptables conntrack:conntrack sysctl:procps prometheus:prometheus; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if ((${#missing[@]})); then

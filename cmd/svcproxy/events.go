@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -22,6 +24,15 @@ const ReasonClusterIPConflict = "ClusterIPConflict"
 // ReasonKernelRefused is the Event reason on a Service whose rules the kernel refuses.
 const ReasonKernelRefused = "KernelRefused"
 
+// kube-proxy's start-up Event on its Node (cmd/kube-proxy/app/server.go, birthCry):
+// type Normal, reason "Starting", action "StartKubeProxy", no note. svcproxy sends
+// the same, so that whatever watches for kube-proxy's starts sees svcproxy's, with
+// reportingController "svcproxy" saying which proxy it is.
+const (
+	ReasonStarting       = "Starting"
+	actionStartKubeProxy = "StartKubeProxy"
+)
+
 // Events records Warning Events about Services. Every Warn is logged; once connected
 // to a cluster it is also sent to the apiserver as a core/v1 Event (source component
 // "svcproxy", host the node). With --manifests there is no apiserver: log only.
@@ -29,6 +40,10 @@ type Events struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	uid         func(namespace, name string) types.UID
+	// nodeEvents sends the start-up Event through events.k8s.io/v1, as
+	// kube-proxy does.
+	nodeEvents events.EventBroadcaster
+	node       string
 }
 
 // connect sends later Warns to the apiserver too; uid supplies the Service's UID for
@@ -38,6 +53,21 @@ func (e *Events) connect(client kubernetes.Interface, node string, uid func(name
 	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "svcproxy", Host: node})
 	e.uid = uid
+	e.nodeEvents = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	e.node = node
+}
+
+// Started records kube-proxy's start-up Event on this node's Node object.
+func (e *Events) Started(ctx context.Context) {
+	if e == nil || e.nodeEvents == nil {
+		return
+	}
+	if err := e.nodeEvents.StartRecordingToSinkWithContext(ctx); err != nil {
+		klog.ErrorS(err, "Cannot send the start-up Event")
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: e.node}
+	e.nodeEvents.NewRecorder(scheme.Scheme, "svcproxy").Eventf(ref, nil, corev1.EventTypeNormal, ReasonStarting, actionStartKubeProxy, "")
 }
 
 // Warn records a Warning Event with reason and message on the Service namespace/name.
@@ -58,6 +88,9 @@ func (e *Events) Warn(namespace, name, reason, message string) {
 func (e *Events) Shutdown() {
 	if e != nil && e.broadcaster != nil {
 		e.broadcaster.Shutdown()
+	}
+	if e != nil && e.nodeEvents != nil {
+		e.nodeEvents.Shutdown()
 	}
 }
 

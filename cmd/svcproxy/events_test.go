@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,10 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
@@ -84,4 +87,68 @@ func TestEventsWithoutClusterOnlyLog(t *testing.T) {
 	var e *Events
 	e.Warn("ns", "svc", "Reason", "message")
 	e.Shutdown()
+}
+
+// TestStartedEventOnTheNode: kube-proxy's start-up Event, through events.k8s.io/v1,
+// on this node's Node object.
+func TestStartedEventOnTheNode(t *testing.T) {
+	client := fake.NewClientset()
+	events := &Events{}
+	defer events.Shutdown()
+	events.connect(client, "node-a", nil)
+	events.Started(t.Context())
+
+	var got []eventsv1.Event
+	poll.Eventually(t, 10*time.Second, "the start-up Event", func() (bool, string) {
+		list, err := client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got = list.Items
+		return len(got) > 0, "no Event"
+	})
+	e := got[0]
+	if len(got) != 1 || e.Type != corev1.EventTypeNormal || e.Reason != "Starting" || e.Action != "StartKubeProxy" || e.Note != "" ||
+		e.Regarding.Kind != "Node" || e.Regarding.APIVersion != "v1" || e.Regarding.Name != "node-a" ||
+		e.ReportingController != "svcproxy" {
+		t.Fatalf("events %+v", got)
+	}
+}
+
+// TestServiceWarningsAreRateLimited: a Service whose refusal reason keeps changing
+// gets at most the recorder's burst of API writes (25 per Service, then one per
+// five minutes), not one per Warn.
+func TestServiceWarningsAreRateLimited(t *testing.T) {
+	client := fake.NewClientset()
+	events := &Events{}
+	defer events.Shutdown()
+	events.connect(client, "node-a", nil)
+	const warns = 60
+	for i := range warns {
+		events.Warn("ns", "web", ReasonKernelRefused, fmt.Sprintf("the kernel refuses this Service's rules: error %d", i))
+	}
+	writes := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "events" && (a.GetVerb() == "create" || a.GetVerb() == "patch") {
+				n++
+			}
+		}
+		return n
+	}
+	poll.Eventually(t, 10*time.Second, "some Events written", func() (bool, string) { return writes() > 0, "none" })
+	time.Sleep(500 * time.Millisecond) // let the broadcaster drain what it will write
+	t.Logf("%d Warns, %d API writes", warns, writes())
+	if n := writes(); n > 25 {
+		t.Fatalf("%d Warns made %d API writes, want at most 25", warns, n)
+	}
+	list, err := client.CoreV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason != ReasonKernelRefused || e.Type != corev1.EventTypeWarning || e.InvolvedObject.Name != "web" {
+			t.Errorf("event %+v", e)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -150,20 +151,34 @@ func healthz(ns *netnstest.NS, addr string) (int, string, error) {
 	return resp.StatusCode, body.LastUpdated, nil
 }
 
-// waitSynced waits until /healthz answers 200 with a non-zero lastUpdated, i.e. the
-// process has completed a sync.
+// waitSynced waits until /healthz answers 200 and the process has completed a
+// sync (kubeproxy_sync_proxy_rules_last_timestamp_seconds, on metricsAddr, is set):
+// like kube-proxy's, /healthz is 200 from the start, before the first sync.
 func waitSynced(t *testing.T, ns *netnstest.NS, addr string) {
 	t.Helper()
 	poll.Eventually(t, 10*time.Second, "/healthz 200 after a sync", poll.NoError(func() error {
-		code, last, err := healthz(ns, addr)
+		code, _, err := healthz(ns, addr)
 		switch {
 		case err != nil:
 			return err
 		case code != 200:
 			return fmt.Errorf("status %d", code)
-		case last == "" || strings.HasPrefix(last, "0001-01-01"):
-			return fmt.Errorf("not synced yet (lastUpdated %q)", last)
 		}
-		return nil
+		resp, err := ns.HTTPClient(time.Second).Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		const synced = `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} `
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, synced); ok && v != "0" {
+				return nil
+			}
+		}
+		return errors.New("not synced yet")
 	}))
 }

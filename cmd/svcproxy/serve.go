@@ -62,6 +62,7 @@ func serve(ctx context.Context, o *options) error {
 		},
 		OnChange:   func() { p.Trigger() },
 		OnConflict: conflictReporter(events, metrics.ConflictingServices),
+		Counts:     metrics,
 	})
 	ct, err := conntrack.New(0)
 	if err != nil {
@@ -90,12 +91,12 @@ func serve(ctx context.Context, o *options) error {
 	if err := listen(ctx, "metrics", o.metricsAddr, metricsHandler(reg)); err != nil {
 		return err
 	}
-	if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
-		return err
-	}
 
 	var waitReady func(context.Context) bool
 	if o.manifests != "" {
+		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+			return err
+		}
 		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
 	} else {
 		var client kubernetes.Interface
@@ -103,11 +104,19 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		events.connect(client, nodeName(o), trackerUID(tracker))
+		// Like kube-proxy, /healthz answers once this node's Node is known
+		// (or nodeWait passed), so that its first answer is right.
+		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o), nodeWait))
+		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+			return err
+		}
 		waitReady, err = watchCluster(ctx, client, tracker)
 	}
 	if err != nil {
 		return err
 	}
+	// kube-proxy's "birth cry": after the informers start, before the sync loop.
+	events.Started(ctx)
 	klog.InfoS("svcproxy started", "table", "ip "+proxy.TableName, "node", nodeName(o))
 	return p.Run(ctx, waitReady)
 }

@@ -39,6 +39,8 @@ type TrackerOptions struct {
 	// once when that ends; see ConflictChange. It is called from Take, after the
 	// Tracker's lock is released.
 	OnConflict func(ConflictChange)
+	// Counts, if set, receives kube-proxy's change counters.
+	Counts ChangeCounts
 }
 
 // Tracker accumulates informer events and yields snapshots plus what changed.
@@ -53,7 +55,11 @@ type Tracker struct {
 	onInvalid  func(kind, namespace, name, reason string)
 	onChange   func()
 	onConflict func(ConflictChange)
+	counts     ChangeCounts
 	now        func() time.Time
+	// started bounds the trigger times worth measuring: an older one (the
+	// initial list) would measure our own downtime, not network programming.
+	started time.Time
 
 	mu sync.Mutex
 	// services holds the extracted ports of every proxied Service, before
@@ -72,6 +78,12 @@ type Tracker struct {
 	// dirty maps Services whose inputs changed since the last Take to the time
 	// of the first such change.
 	dirty map[ServiceKey]time.Time
+	// triggers holds the last-change-trigger-times of the EndpointSlice
+	// versions that changed each Service since the last Take.
+	triggers map[ServiceKey][]time.Time
+	// pendingServices and pendingSliceEvents feed ChangeCounts.Pending.
+	pendingServices    map[ServiceKey]struct{}
+	pendingSliceEvents int
 
 	snapServices  map[ServicePortName]ServicePort
 	snapEndpoints map[ServicePortName][]Endpoint
@@ -85,20 +97,24 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		now = time.Now
 	}
 	return &Tracker{
-		family:        opts.Family,
-		onInvalid:     opts.OnInvalid,
-		onChange:      opts.OnChange,
-		onConflict:    opts.OnConflict,
-		now:           now,
-		services:      make(map[ServiceKey]serviceEntry),
-		claims:        make(map[netip.Addr][]ServiceKey),
-		losing:        make(map[ServiceKey]lostTo),
-		slicesBySvc:   make(map[ServiceKey]map[string]*sliceData),
-		sliceOwner:    make(map[sliceKey]ServiceKey),
-		dirty:         make(map[ServiceKey]time.Time),
-		snapServices:  make(map[ServicePortName]ServicePort),
-		snapEndpoints: make(map[ServicePortName][]Endpoint),
-		snapByService: make(map[ServiceKey][]ServicePortName),
+		family:          opts.Family,
+		onInvalid:       opts.OnInvalid,
+		onChange:        opts.OnChange,
+		onConflict:      opts.OnConflict,
+		counts:          opts.Counts,
+		now:             now,
+		started:         time.Now(),
+		triggers:        make(map[ServiceKey][]time.Time),
+		pendingServices: make(map[ServiceKey]struct{}),
+		services:        make(map[ServiceKey]serviceEntry),
+		claims:          make(map[netip.Addr][]ServiceKey),
+		losing:          make(map[ServiceKey]lostTo),
+		slicesBySvc:     make(map[ServiceKey]map[string]*sliceData),
+		sliceOwner:      make(map[sliceKey]ServiceKey),
+		dirty:           make(map[ServiceKey]time.Time),
+		snapServices:    make(map[ServicePortName]ServicePort),
+		snapEndpoints:   make(map[ServicePortName][]Endpoint),
+		snapByService:   make(map[ServiceKey][]ServicePortName),
 	}
 }
 
@@ -157,6 +173,9 @@ func (t *Tracker) upsertService(svc *v1.Service) {
 func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.counts != nil {
+		t.counts.ServiceEvent()
+	}
 	old, had := t.services[key]
 	if e == nil {
 		if !had {
@@ -171,7 +190,9 @@ func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 		t.services[key] = *e
 		t.claimLocked(key, old.clusterIP(), e.clusterIP())
 	}
+	t.pendingServices[key] = struct{}{}
 	t.markDirtyLocked(key)
+	t.countsLocked()
 }
 
 // OnEndpointSliceAdd records a new EndpointSlice.
@@ -186,7 +207,7 @@ func (t *Tracker) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 	if s == nil {
 		return
 	}
-	t.setSlice(sliceKeyOf(s), nil)
+	t.setSlice(sliceKeyOf(s), nil, time.Time{})
 }
 
 // OnEndpointSliceDeleteObj is OnEndpointSliceDelete for informer delete
@@ -197,27 +218,40 @@ func (t *Tracker) OnEndpointSliceDeleteObj(obj any) {
 		t.reportUnexpected(KindEndpointSlice, obj)
 		return
 	}
-	t.setSlice(sliceKey{Namespace: ns, Name: name}, nil)
+	t.setSlice(sliceKey{Namespace: ns, Name: name}, nil, time.Time{})
 }
 
 func (t *Tracker) upsertSlice(s *discoveryv1.EndpointSlice) {
 	if s == nil {
 		return
 	}
-	d := extractSlice(s, t.family, t.reporter(KindEndpointSlice, s.Namespace, s.Name))
-	t.setSlice(sliceKeyOf(s), d)
+	report := t.reporter(KindEndpointSlice, s.Namespace, s.Name)
+	d := extractSlice(s, t.family, report)
+	trigger, err := lastChangeTriggerTime(s.Annotations)
+	if err != nil {
+		report(err)
+	}
+	t.setSlice(sliceKeyOf(s), d, trigger)
 }
 
 // setSlice stores d (nil: absent) and marks the affected Services dirty —
-// both the old and the new one if the slice was relabelled.
-func (t *Tracker) setSlice(key sliceKey, d *sliceData) {
+// both the old and the new one if the slice was relabelled. trigger is the
+// slice's last-change-trigger-time (zero: none).
+func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if owner, had := t.sliceOwner[key]; had {
-		old := t.slicesBySvc[owner][key.Name]
-		if d != nil && old.equal(d) {
-			return
-		}
+	if t.counts != nil {
+		t.counts.EndpointSliceEvent()
+	}
+	owner, had := t.sliceOwner[key]
+	if had && d != nil && t.slicesBySvc[owner][key.Name].equal(d) {
+		return
+	}
+	if had || d != nil {
+		t.pendingSliceEvents++
+		defer t.countsLocked()
+	}
+	if had {
 		delete(t.slicesBySvc[owner], key.Name)
 		if len(t.slicesBySvc[owner]) == 0 {
 			delete(t.slicesBySvc, owner)
@@ -226,7 +260,15 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData) {
 		t.markDirtyLocked(owner)
 	}
 	if d == nil {
+		// Like kube-proxy: a deleted slice's stamp is its last update's time,
+		// not the deletion's, so this Service's pending times say nothing.
+		if had {
+			delete(t.triggers, owner)
+		}
 		return
+	}
+	if !trigger.IsZero() && trigger.After(t.started) {
+		t.triggers[d.Service] = append(t.triggers[d.Service], trigger)
 	}
 	byName := t.slicesBySvc[d.Service]
 	if byName == nil {
@@ -266,31 +308,44 @@ func (t *Tracker) Pending() bool {
 // endpoints as extracted actually differ, so resyncs, status-only updates and
 // changes undone before Take cost nothing.
 func (t *Tracker) Take() (snap Snapshot, changed map[ServiceKey]struct{}, firstEvent time.Time) {
+	c := t.TakeChanges()
+	return c.Snapshot, c.Changed, c.FirstEvent
+}
+
+// TakeChanges is Take with the trigger times of the changes (see Changes).
+func (t *Tracker) TakeChanges() Changes {
 	t.mu.Lock()
-	changed = make(map[ServiceKey]struct{})
+	c := Changes{Changed: make(map[ServiceKey]struct{}), TriggerTimes: make(map[ServiceKey][]time.Time)}
 	var conflicts []ConflictChange
 	for key, at := range t.dirty {
 		if !t.refreshLocked(key, &conflicts) {
 			continue
 		}
-		changed[key] = struct{}{}
-		if firstEvent.IsZero() || at.Before(firstEvent) {
-			firstEvent = at
+		c.Changed[key] = struct{}{}
+		if c.FirstEvent.IsZero() || at.Before(c.FirstEvent) {
+			c.FirstEvent = at
+		}
+		if tt := t.triggers[key]; len(tt) > 0 {
+			c.TriggerTimes[key] = tt
 		}
 	}
 	clear(t.dirty)
+	clear(t.triggers)
+	clear(t.pendingServices)
+	t.pendingSliceEvents = 0
+	t.countsLocked()
 	active := len(t.losing)
-	snap = Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}
+	c.Snapshot = Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}
 	t.mu.Unlock()
 
 	if t.onConflict != nil {
 		slices.SortFunc(conflicts, func(a, b ConflictChange) int { return compareServiceKeys(a.Service.Key, b.Service.Key) })
-		for _, c := range conflicts {
-			c.Active = active
-			t.onConflict(c)
+		for _, cc := range conflicts {
+			cc.Active = active
+			t.onConflict(cc)
 		}
 	}
-	return snap, changed, firstEvent
+	return c
 }
 
 // refreshLocked recomputes one Service's snapshot entries and reports whether

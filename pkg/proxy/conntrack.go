@@ -92,7 +92,10 @@ func (p *Proxy) reconcileConntrack(full bool) {
 			gone = append(gone, k)
 		}
 	}
+	start := p.cfg.Clock.Now()
 	deleted, err := p.cfg.Conntrack.Reconcile(s.serving)
+	p.cfg.Metrics.ConntrackSyncDuration.Observe(p.cfg.Clock.Since(start).Seconds())
+	p.cfg.Metrics.ConntrackDeletedEntries.Add(float64(deleted))
 	for _, k := range gone {
 		delete(s.serving, k)
 	}

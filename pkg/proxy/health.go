@@ -8,18 +8,24 @@ import (
 	"time"
 )
 
-// Health answers kube-proxy's /healthz and /livez: healthy unless a change has been
-// waiting longer than Timeout without a successful sync. A Service the kernel refuses
-// is such a change; /healthz lists the refused Services with the kernel's reason.
+// Health answers kube-proxy's /healthz and /livez with kube-proxy's status codes and
+// JSON (k8s.io/kubernetes pkg/proxy/healthcheck/proxy_health.go): healthy unless a
+// change has been waiting longer than Timeout without a successful sync; /healthz
+// also needs the node to be eligible. A Service the kernel refuses is such a change;
+// /healthz lists the refused Services with the kernel's reason in two fields of its
+// own, which kube-proxy's clients (JSON decoders, or the status code alone) ignore.
 type Health struct {
 	Timeout time.Duration
 	Metrics *Metrics
 	Now     func() time.Time
 
-	mu          sync.Mutex
-	lastUpdated time.Time
-	oldestQueue time.Time // zero when nothing is pending
-	refused     []Refusal
+	mu sync.Mutex
+	// nodeEligible reports whether this node should get traffic from load
+	// balancers (nil: always); see SetNodeEligible.
+	nodeEligible func() bool
+	lastUpdated  time.Time // zero until the sync loop starts
+	oldestQueue  time.Time // zero when nothing is pending
+	refused      []Refusal
 }
 
 // Refusal is a Service whose rules the kernel refuses, with the kernel's reason.
@@ -44,6 +50,22 @@ func (h *Health) refusedServices() (shown []Refusal, total int) {
 	return h.refused[:min(len(h.refused), maxRefusalsShown)], len(h.refused)
 }
 
+// SetNodeEligible sets how /healthz learns whether the node is eligible for
+// traffic: kube-proxy says no while its Node object is unknown, being deleted or
+// tainted ToBeDeletedByClusterAutoscaler.
+func (h *Health) SetNodeEligible(f func() bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nodeEligible = f
+}
+
+func (h *Health) eligible() bool {
+	h.mu.Lock()
+	f := h.nodeEligible
+	h.mu.Unlock()
+	return f == nil || f()
+}
+
 // Queued records that a sync was requested.
 func (h *Health) Queued(t time.Time) {
 	h.mu.Lock()
@@ -53,58 +75,88 @@ func (h *Health) Queued(t time.Time) {
 	}
 }
 
-// Synced records a successful sync.
+// Synced records a successful sync, and the start of the sync loop: kube-proxy
+// counts that as an update so that a first sync that never succeeds shows.
 func (h *Health) Synced(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastUpdated, h.oldestQueue = t, time.Time{}
 }
 
-func (h *Health) healthy(now time.Time) (bool, time.Time) {
+// familyHealth is one entry of the body's "status" map.
+type familyHealth struct {
+	LastUpdated time.Time `json:"lastUpdated"`
+	Healthy     bool      `json:"healthy"`
+}
+
+// healthJSON is kube-proxy's ProxyHealth, plus svcproxy's refused Services.
+type healthJSON struct {
+	LastUpdated          time.Time               `json:"lastUpdated"`
+	CurrentTime          time.Time               `json:"currentTime"`
+	NodeEligible         *bool                   `json:"nodeEligible,omitempty"`
+	Healthy              bool                    `json:"healthy"`
+	Status               map[string]familyHealth `json:"status,omitempty"`
+	RefusedServices      []Refusal               `json:"refusedServices,omitempty"`
+	RefusedServicesTotal int                     `json:"refusedServicesTotal,omitempty"`
+}
+
+// health is kube-proxy's ProxyHealthServer.Health for one IP family: healthy
+// until the loop has started and then while no change waits past Timeout.
+func (h *Health) health(now time.Time) healthJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	b := healthJSON{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: true}
 	if h.lastUpdated.IsZero() {
-		return false, h.lastUpdated // like kube-proxy: not healthy before the first sync
+		return b
 	}
-	return h.oldestQueue.IsZero() || now.Sub(h.oldestQueue) <= h.Timeout, h.lastUpdated
+	b.Healthy = h.oldestQueue.IsZero() || now.Sub(h.oldestQueue) < h.Timeout
+	b.Status = map[string]familyHealth{ipFamily: {LastUpdated: h.lastUpdated, Healthy: b.Healthy}}
+	return b
 }
 
 // Handler serves /healthz and /livez.
 func (h *Health) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { h.serve(w, "healthz") })
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) { h.serve(w, "livez") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { h.serve(w, true) })
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) { h.serve(w, false) })
 	return mux
 }
 
-func (h *Health) serve(w http.ResponseWriter, which string) {
-	now := time.Now
+func (h *Health) now() time.Time {
 	if h.Now != nil {
-		now = h.Now
+		return h.Now()
 	}
-	t := now()
-	ok, last := h.healthy(t)
+	return time.Now()
+}
+
+func (h *Health) serve(w http.ResponseWriter, healthz bool) {
+	b := h.health(h.now())
+	healthy := b.Healthy
+	if healthz {
+		eligible := h.eligible()
+		b.NodeEligible = &eligible
+		healthy = healthy && eligible
+		if shown, total := h.refusedServices(); total > 0 {
+			b.RefusedServices, b.RefusedServicesTotal = shown, total
+		}
+	}
 	code := http.StatusOK
-	if !ok {
+	if healthy {
+		// As kube-proxy: a healthy answer says the rules are current now.
+		b.LastUpdated = h.now()
+	} else {
 		code = http.StatusServiceUnavailable
 	}
 	if h.Metrics != nil {
-		c := h.Metrics.HealthzTotal
-		if which == "livez" {
-			c = h.Metrics.LivezTotal
+		counter := h.Metrics.LivezTotal
+		if healthz {
+			counter = h.Metrics.HealthzTotal
 		}
-		c.WithLabelValues(fmt.Sprint(code)).Inc()
+		counter.WithLabelValues(fmt.Sprint(code)).Inc()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	body := map[string]any{"lastUpdated": last.String(), "currentTime": t.String()}
-	if which == "healthz" {
-		body["nodeEligible"] = true
-		if shown, total := h.refusedServices(); total > 0 {
-			body["refusedServices"] = shown
-			body["refusedServicesTotal"] = total
-		}
-	}
-	_ = json.NewEncoder(w).Encode(body)
+	out, _ := json.Marshal(b)
+	_, _ = w.Write(out)
 }

@@ -7,30 +7,88 @@ import (
 	"time"
 )
 
+// TestHealth pins /healthz and /livez to kube-proxy's answers (status code and exact
+// JSON, as k8s.io/kubernetes pkg/proxy/healthcheck/proxy_health.go writes them).
 func TestHealth(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		at0  = `"2026-01-01T00:00:00Z"`
+		at1  = `"2026-01-01T00:00:01Z"`
+		at30 = `"2026-01-01T00:00:30Z"`
+		at2m = `"2026-01-01T00:02:00Z"`
+		atH  = `"2026-01-01T01:00:00Z"`
+	)
 	tests := []struct {
-		name   string
-		events func(h *Health)
-		now    time.Time
-		want   int
-	}{
-		{"before the first sync", func(h *Health) { h.Queued(t0) }, t0.Add(time.Second), http.StatusServiceUnavailable},
-		{"synced, nothing pending", func(h *Health) { h.Queued(t0); h.Synced(t0.Add(time.Second)) }, t0.Add(time.Hour), http.StatusOK},
-		{"change pending within timeout", func(h *Health) { h.Synced(t0); h.Queued(t0.Add(time.Second)) }, t0.Add(30 * time.Second), http.StatusOK},
-		{"change pending past timeout", func(h *Health) { h.Synced(t0); h.Queued(t0.Add(time.Second)) }, t0.Add(2 * time.Minute), http.StatusServiceUnavailable},
-	}
+		name       string
+		events     func(h *Health)
+		now        time.Time
+		ineligible bool
+		// want: code and body of /healthz, then of /livez.
+		healthzCode int
+		healthz     string
+		livezCode   int
+		livez       string
+	}{{
+		name:        "before the sync loop starts",
+		events:      func(h *Health) {},
+		now:         t0,
+		healthzCode: 200, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at0 + `,"nodeEligible":true,"healthy":true}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at0 + `,"currentTime":` + at0 + `,"healthy":true}`,
+	}, {
+		name:        "first sync pending within timeout",
+		events:      func(h *Health) { h.Synced(t0); h.Queued(t0) },
+		now:         t0.Add(30 * time.Second),
+		healthzCode: 200, healthz: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+	}, {
+		name:        "synced, nothing pending",
+		events:      func(h *Health) { h.Synced(t0); h.Queued(t0); h.Synced(t0.Add(time.Second)) },
+		now:         t0.Add(time.Hour),
+		healthzCode: 200, healthz: `{"lastUpdated":` + atH + `,"currentTime":` + atH + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + atH + `,"currentTime":` + atH + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
+	}, {
+		name:        "change pending past timeout",
+		events:      func(h *Health) { h.Synced(t0); h.Queued(t0.Add(time.Minute)) },
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 503, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
+		livezCode: 503, livez: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
+	}, {
+		name:        "node not eligible: only /healthz fails",
+		events:      func(h *Health) { h.Synced(t0) },
+		now:         t0.Add(time.Second),
+		ineligible:  true,
+		healthzCode: 503, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at1 + `,"nodeEligible":false,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at1 + `,"currentTime":` + at1 + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &Health{Timeout: time.Minute, Now: func() time.Time { return tc.now }, Metrics: NewMetrics(nil)}
+			if tc.ineligible {
+				h.SetNodeEligible(func() bool { return false })
+			}
 			tc.events(h)
-			for _, path := range []string{"/healthz", "/livez"} {
+			for _, c := range []struct {
+				path, body string
+				code       int
+			}{{"/healthz", tc.healthz, tc.healthzCode}, {"/livez", tc.livez, tc.livezCode}} {
 				rec := httptest.NewRecorder()
-				h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-				if rec.Code != tc.want {
-					t.Fatalf("%s = %d, want %d (%s)", path, rec.Code, tc.want, rec.Body)
+				h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", c.path, nil))
+				if rec.Code != c.code || rec.Body.String() != c.body {
+					t.Errorf("%s = %d %s\nwant %d %s", c.path, rec.Code, rec.Body, c.code, c.body)
+				}
+				if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+					t.Errorf("%s: Content-Type %q", c.path, ct)
 				}
 			}
 		})
+	}
+}
+
+// A Health without metrics (tests, tools) still answers.
+func TestHealthWithoutMetrics(t *testing.T) {
+	rec := httptest.NewRecorder()
+	(&Health{Timeout: time.Minute}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/livez", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("/livez = %d", rec.Code)
 	}
 }

@@ -31,6 +31,14 @@ func (p *Proxy) RequestResync() {
 // Run syncs until ctx ends. waitReady blocks until the informers have synced, so that
 // the first full sync does not delete Services it has not heard of yet.
 func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) error {
+	// Like kube-proxy's SyncLoop: the loop's start counts as an update, so that
+	// health shows a first sync that never succeeds, and as the last queued time
+	// while the informers sync.
+	now := p.cfg.Clock.Now()
+	if p.cfg.Health != nil {
+		p.cfg.Health.Synced(now)
+	}
+	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
 	if waitReady != nil && !waitReady(ctx) {
 		return fmt.Errorf("informers did not sync: %w", ctx.Err())
 	}

@@ -49,6 +49,9 @@ type Proxy struct {
 	refused *refusals
 	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.
 	affinity *affinityTable
+	noLocal  noLocalPorts
+	// programming holds trigger times of changes not yet committed.
+	programming programmingTimes
 
 	mu       sync.Mutex
 	needFull bool
@@ -75,14 +78,15 @@ func New(cfg Config) *Proxy {
 		cfg.MaxBackoff = 30 * time.Second
 	}
 	return &Proxy{
-		cfg:      cfg,
-		desired:  NewRuleset(cfg.Options),
-		trigger:  make(chan struct{}, 1),
-		lb:       sharedChains{},
-		serving:  newServingTable(),
-		refused:  &refusals{m: map[string]refusal{}},
-		affinity: newAffinityTable(),
-		needFull: true,
+		cfg:         cfg,
+		desired:     NewRuleset(cfg.Options),
+		trigger:     make(chan struct{}, 1),
+		lb:          sharedChains{},
+		serving:     newServingTable(),
+		refused:     &refusals{m: map[string]refusal{}},
+		affinity:    newAffinityTable(),
+		programming: programmingTimes{},
+		needFull:    true,
 	}
 }
 

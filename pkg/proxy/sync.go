@@ -21,7 +21,8 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	full := p.needFull
 	p.mu.Unlock()
 
-	snap, changed, firstEvent := p.cfg.Tracker.Take()
+	c := p.cfg.Tracker.TakeChanges()
+	snap, changed := c.Snapshot, c.Changed
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
@@ -29,7 +30,9 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 		p.affinity.render(owner, stickyOf(f))
+		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.NodeName)
 	}
+	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {
 		// The tracker keeps Services from colliding, so a conflict that outlives the
 		// batch (a hand-over renders both sides) is a bug worth an error line.
@@ -37,7 +40,6 @@ func (p *Proxy) Sync(ctx context.Context) error {
 			klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 		}
 	}
-	p.cfg.Metrics.ServiceChanges.Add(float64(len(changed)))
 
 	p.commits = 0
 	gen0, genErr := p.cfg.Kernel.Generation(ctx)
@@ -47,7 +49,8 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		return err
 	}
 	objects, syncErr := p.applyChanges(ctx)
-	p.settle()
+	committed := p.cfg.Clock.Now()
+	p.programming.observe(p.settle(), committed, p.cfg.Metrics)
 	if syncErr != nil && objects == 0 {
 		return syncErr
 	}
@@ -60,13 +63,14 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	p.noteGeneration(ctx, gen0, genErr, read)
 	p.reconcileConntrack(full)
 	releaseMemory(objects)
-	p.recordSync(start, full, len(changed), objects, firstEvent, syncErr == nil)
+	p.recordSync(start, full, len(changed), objects, syncErr == nil)
 	return syncErr
 }
 
 // settle records what the kernel now holds: every owner whose changes are no longer
-// pending has been programmed (or had nothing to program).
-func (p *Proxy) settle() {
+// pending has been programmed (or had nothing to program). It returns the owners
+// still pending.
+func (p *Proxy) settle() map[string]bool {
 	pending := map[string]bool{}
 	for _, o := range p.desired.DirtyOwners() {
 		pending[o] = true
@@ -79,6 +83,7 @@ func (p *Proxy) settle() {
 	if p.cfg.Health != nil {
 		p.cfg.Health.SetRefused(list)
 	}
+	return pending
 }
 
 // releaseMemory hands the memory of a big transaction back to the OS: a cold load
@@ -93,7 +98,7 @@ func releaseMemory(objects int) {
 
 // recordSync updates metrics and health after a sync that changed the kernel or
 // found nothing to change; ok reports that nothing was refused.
-func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, firstEvent time.Time, ok bool) {
+func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok bool) {
 	end := p.cfg.Clock.Now()
 	if services > 0 || objects > 0 {
 		p.lastSync = end // burst control counts syncs that did something
@@ -107,9 +112,7 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, fi
 	}
 	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
 	p.cfg.Metrics.TxObjects.Observe(float64(objects))
-	if !firstEvent.IsZero() {
-		p.cfg.Metrics.ProgrammingLatency.Observe(end.Sub(firstEvent).Seconds())
-	}
+	p.cfg.Metrics.NoLocalEndpointsInternal.Set(float64(p.noLocal.total))
 	// Like kube-proxy, whose failed sync never updates lastUpdated: a refused
 	// Service is a queued change not programmed, and health says so after the
 	// timeout.

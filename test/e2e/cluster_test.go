@@ -37,6 +37,7 @@ const (
 	kubernetesIP   = "10.96.0.1"
 	apiPort        = 6443
 	healthzPort    = 10256
+	metricsPort    = 10249
 	k8sVersion     = "v1.37.2"
 	controllerList = "endpointslice-controller,serviceaccount-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
 )

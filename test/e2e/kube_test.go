@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/svcproxy/svcproxy/internal/poll"
 )
@@ -76,12 +77,17 @@ func deployment(t *testing.T, name string, replicas int32, lbls map[string]strin
 func scale(t *testing.T, name string, replicas int32) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
-	s, err := theCluster.client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+	// The deployment controller writes the Deployment too: retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := theCluster.client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = replicas
+		_, err = theCluster.client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatalf("get scale %s: %v", name, err)
-	}
-	s.Spec.Replicas = replicas
-	if _, err := theCluster.client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("scale %s to %d: %v", name, replicas, err)
 	}
 }

@@ -18,7 +18,7 @@ func (c *cluster) scrape(n *node) (map[string]float64, error) {
 		Transport: &http.Transport{DialContext: netns.DialFunc(n.netns, 2*time.Second), DisableKeepAlives: true},
 		Timeout:   10 * time.Second,
 	}
-	resp, err := hc.Get("http://127.0.0.1:10249/metrics")
+	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", n.name, err)
 	}

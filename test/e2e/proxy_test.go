@@ -23,7 +23,9 @@ func (c *cluster) proxyCommandAs(kind string, n *node) []string {
 		"--kubeconfig=" + c.proxyKC,
 		"--hostname-override=" + n.name,
 		"--cluster-cidr=" + clusterCIDR,
-		"--metrics-bind-address=127.0.0.1:10249",
+		// On every address, as kubeadm's kube-proxy config does: the e2e
+		// Prometheus scrapes each node from the control plane.
+		fmt.Sprintf("--metrics-bind-address=0.0.0.0:%d", metricsPort),
 		fmt.Sprintf("--healthz-bind-address=0.0.0.0:%d", healthzPort),
 		// Conntrack sysctls are global (init netns only): leave them alone.
 		"--conntrack-max-per-core=0",

@@ -27,24 +27,33 @@ func ParseMetrics(text string) map[string]float64 {
 
 // HistogramQuantile estimates quantile q of the observations a histogram
 // gained between two scrapes, interpolating inside the bucket as
-// Prometheus' histogram_quantile does. It returns the count too.
+// Prometheus' histogram_quantile does, with buckets of every label set summed
+// by le. It returns the count too.
 func HistogramQuantile(before, after map[string]float64, name string, q float64) (float64, float64) {
 	type bucket struct{ le, n float64 }
-	var bs []bucket
-	prefix := name + `_bucket{le="`
+	byLe := map[float64]float64{}
+	prefix := name + `_bucket{`
 	for k, v := range after {
-		le, ok := strings.CutPrefix(k, prefix)
+		labels, ok := strings.CutPrefix(k, prefix)
 		if !ok {
 			continue
 		}
-		le = strings.TrimSuffix(le, `"}`)
+		_, le, ok := strings.Cut(labels, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ = strings.Cut(le, `"`)
 		bound, err := strconv.ParseFloat(le, 64)
 		if le == "+Inf" {
 			bound, err = inf, nil
 		}
 		if err == nil {
-			bs = append(bs, bucket{bound, v - before[k]})
+			byLe[bound] += v - before[k]
 		}
+	}
+	var bs []bucket
+	for le, n := range byLe {
+		bs = append(bs, bucket{le, n})
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
 	if len(bs) == 0 || bs[len(bs)-1].n == 0 {

@@ -125,3 +125,15 @@ func TestHistogramQuantile(t *testing.T) {
 		t.Errorf("no new observations: %v, %v", got, n)
 	}
 }
+
+// Buckets carry other labels too (kube-proxy's ip_family): they are summed by le.
+func TestHistogramQuantileWithLabels(t *testing.T) {
+	const h = "kubeproxy_network_programming_duration_seconds"
+	after := ParseMetrics(h + `_bucket{ip_family="IPv4",le="0.25"} 50
+` + h + `_bucket{ip_family="IPv4",le="0.5"} 100
+` + h + `_bucket{ip_family="IPv4",le="+Inf"} 100
+`)
+	if got, n := HistogramQuantile(nil, after, h, 0.75); math.Abs(got-0.375) > 1e-9 || n != 100 {
+		t.Errorf("q0.75 = %v (n %v), want 0.375 (n 100)", got, n)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
+
+func TestNodeEligible(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"unknown", nil, false},
+		{"ready", &corev1.Node{}, true},
+		{"being deleted", &corev1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, false},
+		{"autoscaler removes it", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}}}, false},
+		{"other taint", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.kubernetes.io/not-ready"}}}}, true},
+	}
+	for _, tc := range tests {
+		if got := nodeEligible(tc.node); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWatchNodeEligibility(t *testing.T) {
+	client := fake.NewClientset()
+	eligible := watchNodeEligibility(t.Context(), client, "n1", 100*time.Millisecond)
+	if eligible() {
+		t.Fatal("eligible before the Node exists")
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	if _, err := client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "the Node to make it eligible", func() (bool, string) { return eligible(), "not eligible" })
+	node.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := client.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "the taint to make it ineligible", func() (bool, string) { return !eligible(), "eligible" })
+}
+
+// Like kube-proxy, the start waits for this node's Node (so /healthz's first
+// answer is right), but not forever.
+func TestWatchNodeEligibilityWaitsForTheNode(t *testing.T) {
+	client := fake.NewClientset()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
+	}()
+	start := time.Now()
+	if eligible := watchNodeEligibility(t.Context(), client, "n1", 10*time.Second); !eligible() {
+		t.Errorf("not eligible once the Node exists (returned after %v)", time.Since(start))
+	}
+}
