@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 )
 
@@ -33,6 +34,26 @@ func run(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	verflag.PrintAndExitIfRequested()
+	if err := startLogging(o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if o.writeConfigTo != "" {
+		if err := writeConfig(o.config, o.writeConfigTo); err != nil {
+			klog.ErrorS(err, "Writing the configuration failed")
+			klog.Flush()
+			return 1
+		}
+		klog.InfoS("Wrote configuration", "file", o.writeConfigTo)
+		klog.Flush()
+		return 0
+	}
+	if o.initOnly {
+		klog.InfoS("svcproxy needs no privileged initialization; --init-only exits")
+		klog.Flush()
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
