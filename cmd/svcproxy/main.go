@@ -10,10 +10,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
@@ -57,7 +59,16 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, o); err != nil {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.configFile != "" && !o.cleanup {
+		watchConfigFile(ctx, cancel, o.configFile, 2*time.Second)
+	}
+	err = serve(ctx, o)
+	if cause := context.Cause(ctx); errors.Is(cause, errConfigChanged) {
+		err = cause // exit non-zero, as kube-proxy, so that the pod restarts with the new file
+	}
+	if err != nil {
 		klog.ErrorS(err, "svcproxy failed")
 		klog.Flush()
 		return 1
