@@ -10,17 +10,20 @@ if [ "$(id -u)" != 0 ]; then echo "bench: needs root (network namespaces)" >&2; 
 mkdir -p bin
 go build -o bin/bench ./hack/bench
 sizes=${BENCH_SIZES:-"1000 10000 30000"}
+# BENCH_STICKY=1 gives every Service ClientIP affinity.
+flags=()
+if [ -n "${BENCH_STICKY:-}" ]; then flags+=(-sticky); fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for n in $sizes; do
   echo "bench: $n Services x 10 endpoints ..." >&2
-  ./bin/bench -services "$n" >>"$out"
+  ./bin/bench -services "$n" "${flags[@]}" >>"$out"
 done
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 base = rows[0]
-print("| Services x10 eps | cold full sync | one endpoint replaced (median of 7) | one endpoint added | add one Service | resync, nothing committed | full table read (drift check after a foreign commit) | RSS after sync | peak RSS |")
+print("| Services x10 eps" + (" (ClientIP affinity)" if base.get("sticky") else "") + " | cold full sync | one endpoint replaced (median of 7) | one endpoint added | add one Service | resync, nothing committed | full table read (drift check after a foreign commit) | RSS after sync | peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r['services']} | {r['cold_sync_s']:.2f} s | {r['endpoint_change_s']*1000:.1f} ms | {r['endpoint_added_s']*1000:.1f} ms | {r['add_service_s']*1000:.1f} ms | {r['resync_s']*1000:.1f} ms | {r['resync_full_read_s']:.2f} s | {r['rss_mib']:.0f} MiB | {r['peak_rss_mib']:.0f} MiB |")

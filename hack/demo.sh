@@ -6,7 +6,7 @@
 # Nothing outside its own namespaces is touched; everything is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hack/deps.sh
+hack/deps.sh demo
 mkdir -p bin
 go build -o bin/svcproxy ./cmd/svcproxy
 go build -o bin/echoserver ./hack/echoserver

@@ -220,7 +220,7 @@ logging: {verbosity: 2, vmodule: [{filePattern: serve, verbosity: 4}]}
 `)
 	o, err := parseFlags([]string{"--config", file, "--hostname-override= Node-B ", "--cluster-cidr=10.9.0.0/16",
 		"--sync-period=7s", "--iptables-sync-period=8s", "--master=https://10.0.0.1:6443", "-v=5", "--vmodule=flags=3",
-		"--cleanup", "--kube-api-qps=99"})
+		"--cleanup", "--kube-api-qps=99", "--takeover=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,13 +230,14 @@ logging: {verbosity: 2, vmodule: [{filePattern: serve, verbosity: 4}]}
 	want(t, "qps (file's default wins)", o.config.ClientConnection.QPS, float32(5))
 	want(t, "master (flag applies)", o.master, "https://10.0.0.1:6443")
 	want(t, "cleanup (flag applies)", o.cleanup, true)
+	want(t, "takeover=false (svcproxy's flag applies)", o.noTakeover, true)
 	want(t, "verbosity (flag wins)", o.config.Logging.Verbosity, logsapi.VerbosityLevel(5))
 	want(t, "vmodule (flag's first, then file's)", fmt.Sprint(o.config.Logging.VModule), "[{flags 3} {serve 4}]")
 	for _, flag := range []string{"--cluster-cidr", "--sync-period", "--iptables-sync-period", "--kube-api-qps"} {
 		wantWarning(t, o, "flag ignored because --config is given", flag)
 	}
 	for _, w := range o.warnings {
-		if s := fmt.Sprint(w.kv...); strings.Contains(s, "hostname-override") || strings.Contains(s, "--master") || strings.Contains(s, "--cleanup") || strings.Contains(s, "flag--v") {
+		if s := fmt.Sprint(w.kv...); strings.Contains(s, "hostname-override") || strings.Contains(s, "--master") || strings.Contains(s, "--cleanup") || strings.Contains(s, "--takeover") || strings.Contains(s, "flag--v") {
 			t.Errorf("warned about a flag that applies: %s %v", w.msg, w.kv)
 		}
 	}

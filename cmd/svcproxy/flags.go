@@ -37,6 +37,8 @@ type options struct {
 	// warnings are logged once logging is configured.
 	warnings []warning
 	ignored  map[string]*string
+
+	noTakeover bool // --takeover=false
 }
 
 // kubeProxyFlags are kube-proxy flags that do not apply to this proxy and have no
@@ -51,10 +53,10 @@ var kubeProxyBoolFlags = map[string]bool{"localhost-nodeports": true}
 // flagsKeptWithConfig are the flags kube-proxy still honours when --config is given
 // (its Options fields outside the configuration, --hostname-override, and the
 // logging flags, copied over the file's logging section), plus svcproxy's own
-// --manifests. Any other flag is ignored then, as kube-proxy ignores it.
+// --manifests and --takeover. Any other flag is ignored then, as kube-proxy ignores it.
 var flagsKeptWithConfig = map[string]bool{
 	"config": true, "write-config-to": true, "cleanup": true, "init-only": true, "master": true,
-	"hostname-override": true, "version": true, "manifests": true,
+	"hostname-override": true, "version": true, "manifests": true, "takeover": true,
 }
 
 // modeFlags are the sync-period flags whose target depends on the proxy mode,
@@ -128,8 +130,9 @@ func parseFlags(args []string) (*options, error) {
 
 func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfiguration, mf *modeFlags) {
 	// svcproxy's own flags.
-	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, then exit.")
+	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
 	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
+	addTakeoverFlag(fs, o)
 	fs.DurationVar(&mf.syncPeriod, "sync-period", cfg.IPTables.SyncPeriod.Duration, "How often the kernel's table is re-read and repaired (svcproxy's name for --iptables-sync-period).")
 	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period).")
 

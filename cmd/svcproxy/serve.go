@@ -25,6 +25,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
+	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
 
 func serve(ctx context.Context, o *options) error {
@@ -34,6 +35,14 @@ func serve(ctx context.Context, o *options) error {
 			return fmt.Errorf("cleanup: %w", err)
 		}
 		klog.InfoS("Removed svcproxy's nftables table", "table", "ip "+proxy.TableName)
+		// Like kube-proxy --cleanup, which removes every mode's rules; with
+		// --takeover=false only ours, for the way back once kube-proxy serves.
+		if o.noTakeover {
+			return nil
+		}
+		if err := takeOver(ctx, takeover.Options{}, nil); err != nil {
+			return fmt.Errorf("cleanup of kube-proxy's rules: %w", err)
+		}
 		return nil
 	}
 
@@ -41,6 +50,7 @@ func serve(ctx context.Context, o *options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
+	takeoverRemoved := newTakeoverMetric(reg)
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
 	var p *proxy.Proxy
@@ -69,6 +79,9 @@ func serve(ctx context.Context, o *options) error {
 	}
 	if ct != nil {
 		cfg.Conntrack = ct
+	}
+	if !o.noTakeover {
+		cfg.OnSynced = takeoverAfterSync(ctx, takeoverRemoved)
 	}
 	cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
 		events.Warn(svc.Namespace, svc.Name, ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())

@@ -31,10 +31,15 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-var profile string
+var (
+	profile string
+	// sticky gives every Service ClientIP affinity (BENCH_STICKY=1 make bench).
+	sticky bool
+)
 
 type result struct {
 	Services       int     `json:"services"`
+	Sticky         bool    `json:"sticky,omitempty"`
 	Endpoints      int     `json:"endpoints_per_service"`
 	ColdSeconds    float64 `json:"cold_sync_s"`
 	ChangeSeconds  float64 `json:"endpoint_change_s"`
@@ -56,6 +61,7 @@ func main() {
 	e := flag.Int("endpoints", 10, "endpoints per Service")
 	samples := flag.Int("samples", 7, "incremental changes to time (median reported)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
+	flag.BoolVar(&sticky, "sticky", false, "give every Service ClientIP affinity")
 	klog.InitFlags(nil)
 	flag.Parse()
 	profile = *cpuprofile
@@ -92,7 +98,7 @@ func run(n, e, samples int) error {
 		return fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
-	r := result{Services: n, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
+	r := result{Services: n, Sticky: sticky, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	runtime.GC()
 	var ms runtime.MemStats
@@ -171,11 +177,15 @@ func addr(base byte, i int) string {
 
 func service(i int) *v1.Service {
 	ip := addr(96, i)
-	return &v1.Service{
+	s := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i)},
 		Spec: v1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Type: v1.ServiceTypeClusterIP,
 			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
 	}
+	if sticky {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	}
+	return s
 }
 
 // slice returns Service i's endpoints; gen shifts one endpoint to a new address.

@@ -14,7 +14,8 @@ import (
 )
 
 // TestGenerateFuzzCorpus captures real kernel dump messages (sets, elements, chains,
-// rules of the sample table plus foreign objects) as the seed corpora of the decoder
+// rules of the sample table plus foreign objects, and an entry of a dynamic map as
+// traffic leaves it, with its expiry) as the seed corpora of the decoder
 // fuzz targets. Run it once as root with SVCPROXY_FUZZ_CORPUS=1 and commit the files.
 func TestGenerateFuzzCorpus(t *testing.T) {
 	if os.Getenv("SVCPROXY_FUZZ_CORPUS") == "" {
@@ -30,7 +31,8 @@ add map ip sample fmap { type ipv4_addr : ether_addr; elements = { 1.2.3.4 : 00:
 add set ip sample fnets { type ipv4_addr; flags interval; elements = { 10.0.0.0/8 } }
 add chain ip sample fbase { type filter hook input priority 0; policy drop; }
 add rule ip sample services ip saddr { 1.1.1.1, 2.2.2.2 } counter drop comment "foreign"
-add element ip sample dispatch { * : drop }`
+add element ip sample dispatch { * : drop }
+add element ip sample affinity { 10.244.2.9 . 10.96.0.10 . tcp . 80 timeout 1m : 10.244.1.2 . 8080 }`
 	ns.MustRun(t, "sh", "-c", `printf '%s\n' "$0" | nft -f -`, script)
 	addRawRule(t, ns, "sample", "svc-b", []byte{byte(ruleHashType), 0xff, 1, 2})
 

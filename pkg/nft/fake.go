@@ -20,12 +20,16 @@ type Fake struct {
 	// Refuse, when set, is asked about every transaction; an error refuses it whole,
 	// as the kernel refuses a batch with one bad message.
 	Refuse func(tx *Tx) error
+	// DestroyFails, when set, is asked about every DestroyElements call; an error
+	// refuses it (it runs under the fake's lock: it must not call the fake).
+	DestroyFails func(elems []Element) error
 }
 
 type fakeTable struct {
 	view   *View
 	chains map[string]*Chain
 	elems  map[string]Element
+	dyn    map[string]Element // elements of dynamic sets, as update statements leave them
 }
 
 var _ Kernel = &Fake{}
@@ -66,8 +70,11 @@ func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
 		}
 		cur = nil
 	}
-	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}, elems: map[string]Element{}}
+	next := &fakeTable{view: NewView(), chains: map[string]*Chain{}, elems: map[string]Element{}, dyn: map[string]Element{}}
 	if cur != nil {
+		for k, e := range cur.dyn {
+			next.dyn[k] = e
+		}
 		for k, v := range cur.view.Sets {
 			next.view.Sets[k] = v
 		}
@@ -128,6 +135,11 @@ func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
 		for id, e := range next.elems {
 			if e.Set == name {
 				delete(next.elems, id)
+			}
+		}
+		for id, e := range next.dyn {
+			if e.Set == name {
+				delete(next.dyn, id)
 			}
 		}
 	}
@@ -278,4 +290,59 @@ func (f *Fake) Ruleset(family Family, table string) *Ruleset {
 	}
 	r.SetFragment("kernel", frag)
 	return r
+}
+
+// AddDynamic puts an element in a dynamic set, as the kernel's update statement does
+// when traffic passes (tests).
+func (f *Fake) AddDynamic(family Family, table string, e Element) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.tables[fakeKey(family, table)]; t != nil {
+		t.dyn[e.ID()] = e
+	}
+}
+
+// DynamicElements returns the elements of dynamic set s, sorted by ID.
+func (f *Fake) DynamicElements(ctx context.Context, family Family, table string, s *Set) ([]Element, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil || t.view.Sets[s.Name] == nil {
+		return nil, fmt.Errorf("fake: list elements of missing set %s", s.Name)
+	}
+	var out []Element
+	for _, id := range sortedKeys(t.dyn) {
+		if e := t.dyn[id]; e.Set == s.Name {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// DestroyElements deletes the elements that are present (as NFT_MSG_DESTROYSETELEM
+// does); DestroyFails, when set, is asked first and can refuse the transaction.
+func (f *Fake) DestroyElements(ctx context.Context, family Family, table string, elems []Element) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fakeKey(family, table)]
+	if t == nil {
+		return fmt.Errorf("fake: destroy elements in missing table %s", table)
+	}
+	if f.DestroyFails != nil {
+		if err := f.DestroyFails(elems); err != nil {
+			return err
+		}
+	}
+	for _, e := range elems {
+		delete(t.dyn, e.ID())
+	}
+	f.applied++
+	f.gen++
+	return nil
 }

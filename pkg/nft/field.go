@@ -18,6 +18,13 @@ const (
 	FieldL4Proto
 	FieldThDport
 	FieldMark
+	// Conntrack fields. The original direction is the tuple the client sent (the
+	// ClusterIP and service port even after DNAT); the reply tuple's source is where
+	// the connection was translated to.
+	FieldCtProtocol      // ct protocol
+	FieldCtOrigDaddr     // ct original ip daddr
+	FieldCtOrigProtoDst  // ct original proto-dst
+	FieldCtReplyProtoSrc // ct reply proto-src
 )
 
 func (f Field) String() string {
@@ -36,6 +43,14 @@ func (f Field) String() string {
 		return "th dport"
 	case FieldMark:
 		return "meta mark"
+	case FieldCtProtocol:
+		return "ct protocol"
+	case FieldCtOrigDaddr:
+		return "ct original ip daddr"
+	case FieldCtOrigProtoDst:
+		return "ct original proto-dst"
+	case FieldCtReplyProtoSrc:
+		return "ct reply proto-src"
 	}
 	return "invalid-field"
 }
@@ -43,13 +58,13 @@ func (f Field) String() string {
 // Type is the data type of the field's value.
 func (f Field) Type() DataType {
 	switch f {
-	case FieldIPSaddr, FieldIPDaddr:
+	case FieldIPSaddr, FieldIPDaddr, FieldCtOrigDaddr:
 		return TypeIPv4Addr
 	case FieldIP6Saddr, FieldIP6Daddr:
 		return TypeIPv6Addr
-	case FieldL4Proto:
+	case FieldL4Proto, FieldCtProtocol:
 		return TypeInetProto
-	case FieldThDport:
+	case FieldThDport, FieldCtOrigProtoDst, FieldCtReplyProtoSrc:
 		return TypeInetService
 	case FieldMark:
 		return TypeMark
@@ -74,9 +89,29 @@ func (f Field) load(reg uint32) expr.Any {
 		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
 	case FieldMark:
 		return &expr.Meta{Key: expr.MetaKeyMARK, Register: reg}
+	case FieldCtProtocol:
+		return &expr.Ct{Key: expr.CtKeyPROTOCOL, Register: reg}
+	case FieldCtOrigDaddr:
+		// NFT_CT_DST in an ip table: nft prints it "ct original ip daddr" (it
+		// parses that text into NFT_CT_DST_IP, which google/nftables cannot
+		// encode: it sends no direction for that key).
+		return &expr.Ct{Key: expr.CtKeyDST, Register: reg, Direction: ctDirOriginal}
+	case FieldCtOrigProtoDst:
+		return &expr.Ct{Key: expr.CtKeyPROTODST, Register: reg, Direction: ctDirOriginal}
+	case FieldCtReplyProtoSrc:
+		return &expr.Ct{Key: expr.CtKeyPROTOSRC, Register: reg, Direction: ctDirReply}
 	}
 	return nil
 }
+
+// Conntrack tuple directions (IP_CT_DIR_ORIGINAL, IP_CT_DIR_REPLY) as expr.Ct must
+// hold them: the kernel reads NFTA_CT_DIRECTION as a u8 (its first byte), and
+// google/nftables writes the field as a big-endian u32, so the value goes in the
+// top byte.
+const (
+	ctDirOriginal = 0
+	ctDirReply    = 1 << 24
+)
 
 // Operand is a field or a constant in a concatenated key.
 type Operand struct {
@@ -125,18 +160,23 @@ func (o Operand) load(reg uint32) expr.Any {
 // loadConcat loads operands into consecutive registers the way nft does (first into
 // NFT_REG_1, the rest into the following 32-bit registers) and returns the source
 // register of the whole key.
-func loadConcat(ops []Operand) ([]expr.Any, uint32) {
+func loadConcat(ops []Operand) ([]expr.Any, uint32) { return loadConcatAt(ops, 0) }
+
+// loadConcatAt is loadConcat starting at the 16-byte register NFT_REG_1+base: nft
+// puts a dynset's data in NFT_REG_2 (32-bit registers 4 on) after a key of up to 16
+// bytes.
+func loadConcatAt(ops []Operand, base uint32) ([]expr.Any, uint32) {
 	var out []expr.Any
-	slot := uint32(0) // 32-bit slots used so far
+	slot := 4 * base // 32-bit slots used so far
 	for i, o := range ops {
 		reg := uint32(unix.NFT_REG32_00) + slot
 		if i == 0 {
-			reg = unix.NFT_REG_1
+			reg = unix.NFT_REG_1 + base
 		}
 		out = append(out, o.load(reg))
 		slot += uint32((o.len() + 3) / 4)
 	}
-	return out, unix.NFT_REG_1
+	return out, unix.NFT_REG_1 + base
 }
 
 func joinOperands(ops []Operand) string {

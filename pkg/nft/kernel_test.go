@@ -20,6 +20,11 @@ func sampleRuleset() *Ruleset {
 			KeyExpr:  []Operand{F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport), Random(65536)},
 			DataExpr: []Operand{F(FieldIPDaddr), F(FieldThDport)}},
 		&Set{Name: "sticky", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr, TypeInetService, TypeIPv4Addr, TypeInetService}, Dynamic: true, Timeout: true, Size: 65536},
+		&Set{Name: "affinity", Key: []DataType{TypeIPv4Addr, TypeIPv4Addr, TypeInetProto, TypeInetService}, Data: []DataType{TypeIPv4Addr, TypeInetService},
+			Dynamic: true, Timeout: true, Size: 65536,
+			KeyExpr:  []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport)},
+			DataExpr: []Operand{F(FieldIPDaddr), F(FieldThDport)}},
+		&Set{Name: "recording", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Verdict: true},
 	)
 	ep := netip.MustParseAddr("10.244.1.2")
 	key := []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldThDport), C(IP(ep)), C(Port(8080))}
@@ -41,6 +46,12 @@ func sampleRuleset() *Ruleset {
 			{Stmts: []Stmt{DNAT{Addr: netip.MustParseAddr("10.244.2.3"), Port: 80}}},
 		}},
 		{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{TCPReset: true}}}}},
+		{Name: "record", Hook: &ChainHook{Type: "filter", Hook: "prerouting", Priority: -99}, Rules: []Rule{{Stmts: []Stmt{CtStateNew{}, CtStatusDNAT{},
+			Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)}, VMap{Key: []Field{FieldCtOrigDaddr, FieldL4Proto, FieldCtOrigProtoDst}, Map: "recording"}}}}},
+		{Name: "remember", Rules: []Rule{{Stmts: []Stmt{Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)},
+			Update{Set: "affinity", Timeout: time.Minute, Key: []Operand{F(FieldIPSaddr), F(FieldCtOrigDaddr), F(FieldL4Proto), F(FieldCtOrigProtoDst)},
+				Data: []Operand{F(FieldIPDaddr), F(FieldCtReplyProtoSrc)}}}}}},
+		{Name: "sticky-2", Rules: []Rule{{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport)}, Map: "affinity"}}}}},
 		{Name: "lb-2", Rules: []Rule{{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport), Random(2)}, Map: "backends"}}}}},
 	}, Elements: []Element{
 		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Int(0)}, Data: []Datum{IP(ep), Port(8080)}},
@@ -52,6 +63,7 @@ func sampleRuleset() *Ruleset {
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-a"}},
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.11")), Proto(ProtoUDP), Port(53)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-b"}},
 		{Set: "pairs", Key: []Datum{IP(ep), IP(ep)}},
+		{Set: "recording", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "remember"}},
 	}})
 	return r
 }

@@ -144,6 +144,7 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 	if err := withSetUserData(*captured, tx.AddSets); err != nil {
 		return err
 	}
+	withCtIPKeys(*captured)
 	return n.sendBatch(tx, *captured)
 }
 

@@ -130,11 +130,14 @@ func (n Numgen) exprs(*encCtx) []expr.Any {
 	}
 }
 
-// Update adds the key to a dynamic set or refreshes its timeout:
-// "update @affinity { ip saddr . ip daddr timeout 3h }".
+// Update adds the key to a dynamic set or map, or refreshes its timeout if present
+// (an existing element keeps its data): "update @affinity { ip saddr . ip daddr
+// timeout 3h }", or with Data "update @m { ip saddr timeout 3h : ip daddr . ct reply
+// proto-src }".
 type Update struct {
 	Set     string
 	Key     []Operand
+	Data    []Operand
 	Timeout time.Duration
 }
 
@@ -142,6 +145,10 @@ func (u Update) String() string {
 	t := ""
 	if u.Timeout > 0 {
 		t = " timeout " + formatDuration(u.Timeout)
+	}
+	data := ""
+	if len(u.Data) > 0 {
+		data = " : " + joinOperands(u.Data)
 	}
 	// Unlike in a lookup, nft types the constants of a dynset key from the set.
 	parts := make([]string, len(u.Key))
@@ -151,12 +158,19 @@ func (u Update) String() string {
 			parts[i] = o.Const.String()
 		}
 	}
-	return fmt.Sprintf("update @%s { %s%s }", u.Set, strings.Join(parts, " . "), t)
+	return fmt.Sprintf("update @%s { %s%s%s }", u.Set, strings.Join(parts, " . "), t, data)
 }
 
 func (u Update) exprs(c *encCtx) []expr.Any {
 	out, reg := loadConcat(u.Key)
-	return append(out, &expr.Dynset{SrcRegKey: reg, SetName: u.Set, SetID: c.setID(u.Set), Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: u.Timeout})
+	d := &expr.Dynset{SrcRegKey: reg, SetName: u.Set, SetID: c.setID(u.Set), Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: u.Timeout}
+	if len(u.Data) > 0 {
+		// As nft: the key fills NFT_REG_1 (at most 16 bytes), the data starts in NFT_REG_2.
+		data, dreg := loadConcatAt(u.Data, 1)
+		out = append(out, data...)
+		d.SrcRegData = dreg
+	}
+	return append(out, d)
 }
 
 // DNAT rewrites the destination: "dnat to 10.244.1.2:80".
@@ -260,6 +274,20 @@ func (CtStatusDNAT) exprs(*encCtx) []expr.Any {
 	bit := binary.NativeEndian.AppendUint32(nil, 1<<5) // IPS_DST_NAT
 	return []expr.Any{
 		&expr.Ct{Register: unix.NFT_REG_1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4, Mask: bit, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: unix.NFT_REG_1, Data: make([]byte, 4)},
+	}
+}
+
+// CtStateNew matches the first packet of a connection: "ct state new".
+type CtStateNew struct{}
+
+func (CtStateNew) String() string { return "ct state new" }
+
+func (CtStateNew) exprs(*encCtx) []expr.Any {
+	bit := binary.NativeEndian.AppendUint32(nil, 1<<3) // NF_CT_STATE_BIT(IP_CT_NEW)
+	return []expr.Any{
+		&expr.Ct{Register: unix.NFT_REG_1, Key: expr.CtKeySTATE},
 		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4, Mask: bit, Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: unix.NFT_REG_1, Data: make([]byte, 4)},
 	}

@@ -147,7 +147,9 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // NormalizeListing puts a `nft list table` text in canonical order so that it can be
-// compared with Text: blocks (sets, chains) sorted by name, element lists sorted.
+// compared with Text: blocks (sets, chains) sorted by name, element lists sorted, and
+// the elements of dynamic sets left out (the kernel's traffic state, which Text
+// never prints).
 func NormalizeListing(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) < 2 {
@@ -180,8 +182,15 @@ func blockKey(b string) string {
 	return kind + " " + f[1]
 }
 
-// normalizeBlock joins a multi-line elements list into one sorted list.
+// normalizeBlock joins a multi-line elements list into one sorted list, or drops it
+// in a dynamic set.
 func normalizeBlock(lines []string) string {
+	dynamic := false
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "flags" && strings.Contains(","+f[1]+",", ",dynamic,") {
+			dynamic = true
+		}
+	}
 	var out []string
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -200,6 +209,9 @@ func normalizeBlock(lines []string) string {
 			if e = strings.TrimSpace(e); e != "" {
 				elems = append(elems, e)
 			}
+		}
+		if dynamic {
+			continue
 		}
 		sort.Strings(elems)
 		out = append(out, "\t\telements = { "+strings.Join(elems, ",\n\t\t\t     ")+" }")

@@ -44,9 +44,9 @@ func (o Outcome) String() string {
 	return s
 }
 
-// Affinity is the content of dynamic sets the tracer should assume: set name to the
-// keys present (as Element.ID()).
-type Affinity map[string]bool
+// Affinity is the content of dynamic sets and maps the tracer should assume: the
+// keys present (as Element.ID(), see AffinityEntry) and, for a map, their data.
+type Affinity map[string][]Datum
 
 // Trace returns every outcome a new connection can have, exploring both sides of
 // each random choice, sorted and deduplicated. It answers "where can this go" from
@@ -239,7 +239,7 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		if err != nil {
 			return nil, err
 		}
-		present := t.dyn[id]
+		_, present := t.dyn[id]
 		if set := t.r.Sets[st.Set]; set != nil && !set.Dynamic {
 			_, present = t.r.Element(id)
 		}
@@ -283,6 +283,8 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		return cont(s.mark&st.Mask == st.Value, s)
 	case CtStatusDNAT:
 		return cont(s.dnat.IsValid(), s)
+	case CtStateNew:
+		return cont(true, s) // the tracer follows new connections only
 	case Reject:
 		s.end = endReject
 		return []branch{{s: s, next: nextDone}}, nil
@@ -320,6 +322,9 @@ func (t *tracer) dnatMap(st DNATMap, s state) ([]branch, error) {
 	var out []branch
 	for _, k := range keys {
 		e, ok := t.r.Element(Element{Set: st.Map, Key: k}.ID())
+		if set := t.r.Sets[st.Map]; set != nil && set.Dynamic {
+			e.Data, ok = t.dyn[Element{Set: st.Map, Key: k}.ID()]
+		}
 		if !ok || len(e.Data) != 2 {
 			out = append(out, branch{s: s, next: nextRule})
 			continue
@@ -375,10 +380,21 @@ func (t *tracer) value(o Operand, s state) (Datum, error) {
 		return Port(s.pkt.DPort), nil
 	case FieldMark:
 		return Mark(s.mark), nil
+	case FieldCtProtocol:
+		return Proto(s.pkt.Proto), nil
+	case FieldCtOrigDaddr:
+		return IP(s.pkt.Dst), nil // the nat hooks see the packet as the client sent it
+	case FieldCtOrigProtoDst:
+		return Port(s.pkt.DPort), nil
+	case FieldCtReplyProtoSrc:
+		if s.dnat.IsValid() {
+			return Port(s.dnat.Port()), nil
+		}
+		return Port(s.pkt.DPort), nil
 	}
 	return Datum{}, fmt.Errorf("trace: field %v not supported", o.Field)
 }
 
 // AffinityEntry returns the dynamic-set ID a lookup with these values would test, so
-// tests can seed Affinity.
+// tests and tools can seed Affinity.
 func AffinityEntry(set string, key ...Datum) string { return Element{Set: set, Key: key}.ID() }

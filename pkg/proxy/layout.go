@@ -17,11 +17,12 @@ import (
 const (
 	TableName = "svcproxy"
 
-	setClusterIPs = "cluster-ips" // every ClusterIP: wrong-port reject, masquerade checks
-	mapServiceIPs = "service-ips" // ClusterIP . proto . port : goto svc-chain
-	setHairpin    = "hairpin"     // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
-	setAffinity   = "affinity"    // client . ClusterIP . port . endpoint . endpoint port (ClientIP affinity)
-	mapEndpoints  = "endpoints"   // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
+	setClusterIPs  = "cluster-ips"  // every ClusterIP: wrong-port reject, masquerade checks
+	mapServiceIPs  = "service-ips"  // ClusterIP . proto . port : goto svc-chain
+	setHairpin     = "hairpin"      // hairpin-NN, endpoint . endpoint: a pod reaching itself via its Service
+	mapAffinity    = "affinity"     // affinity-NN, client . ClusterIP . proto . port : endpoint . endpoint port (ClientIP affinity)
+	mapStickyPorts = "sticky-ports" // ClusterIP . proto . port : goto affinity-T-proto, for ClientIP-affinity ports
+	mapEndpoints   = "endpoints"    // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
 
 	chainNoEndpoints    = "no-endpoints"     // ICMP port unreachable (UDP, SCTP)
 	chainNoEndpointsTCP = "no-endpoints-tcp" // TCP reset
@@ -31,10 +32,18 @@ const (
 	chainPostrouting = "nat-postrouting"
 	chainServices    = "services"
 
+	// The affinity map is written after NAT, from filter chains one priority after
+	// the nat chains, where the connection's original tuple still names the
+	// ClusterIP and port and the packet its endpoint.
+	chainStickyPrerouting = "sticky-prerouting"
+	chainStickyOutput     = "sticky-output"
+	stickyPriority        = -99 // dstnat + 1
+
 	// masqueradeBit is kube-proxy's masquerade mark bit (--iptables-masquerade-bit 14).
 	masqueradeBit uint32 = 1 << 14
 
-	// affinitySetSize bounds the kernel memory of ClientIP affinity entries
+	// affinitySetSize bounds the kernel memory of ClientIP affinity entries, all
+	// shards together
 	// (kube-proxy's per-endpoint sets hold 65535 each).
 	affinitySetSize = 1 << 20
 )
@@ -54,31 +63,39 @@ type Options struct {
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
 const DefaultAffinityTimeout = 10800 * time.Second
 
-// shards splits the two sets that grow with endpoints (one element per endpoint) into
-// this many, by the last byte of an address. The kernel resumes a set dump every
+// shards splits the sets that grow with endpoints (one element per endpoint) or
+// clients (affinity entries) into this many, by the last byte of an address. The kernel resumes a set dump every
 // 32 KiB by walking the set from its start, so reading back one set of 300k elements
 // (30k Services x 10) took ~50 s; sixteen sets of ~19k take a fraction of that.
 const shards = 16
 
 func shardOf(a netip.Addr) int { return int(a.As4()[3]) % shards }
 
-// hairpinSet and endpointsMap name the shard an address belongs to.
+// hairpinSet, endpointsMap and affinityMap name the shard an address belongs to.
+// The affinity sweeper dumps only the shards of ClusterIPs that lost an endpoint.
 func hairpinSet(endpoint netip.Addr) string {
 	return fmt.Sprintf("%s-%02d", setHairpin, shardOf(endpoint))
 }
 func endpointsMap(clusterIP netip.Addr) string {
 	return fmt.Sprintf("%s-%02d", mapEndpoints, shardOf(clusterIP))
 }
+func affinityMap(clusterIP netip.Addr) string { return affinityShard(shardOf(clusterIP)) }
+func affinityShard(k int) string              { return fmt.Sprintf("%s-%02d", mapAffinity, k) }
 
 // Sets returns the table's sets and maps.
 func Sets() []*nft.Set {
 	sets := []*nft.Set{
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
-		{Name: setAffinity, Key: affinityKeyTypes, Dynamic: true, Timeout: true, Size: affinitySetSize},
+		{Name: mapStickyPorts, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 	}
 	for k := 0; k < shards; k++ {
 		sets = append(sets,
+			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapAffinity, k), Key: affinityKeyTypes, Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
+				Dynamic: true, Timeout: true, Size: affinitySetSize / shards,
+				// typeof, so that nft can type the lookups and updates that name it.
+				KeyExpr:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)},
+				DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}},
 			&nft.Set{Name: fmt.Sprintf("%s-%02d", setHairpin, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr}},
 			&nft.Set{Name: fmt.Sprintf("%s-%02d", mapEndpoints, k), Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService, nft.TypeInteger},
 				Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
@@ -94,10 +111,9 @@ func Sets() []*nft.Set {
 // the type (a 32-bit integer) matters, each lb-N chain uses its own modulus.
 const slotTypeofMod = 1 << 16
 
-// affinityKeyTypes: client, ClusterIP, service port, endpoint, endpoint port. The
-// protocol is left out because concatenations hold at most five types; a TCP and a
-// UDP port with the same number share stickiness only towards the same endpoint.
-var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}
+// affinityKeyTypes: client, ClusterIP, protocol, service port; the data is the
+// endpoint and its port.
+var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}
 
 // NewRuleset returns the desired table with its fixed skeleton and no Services.
 func NewRuleset(o Options) *nft.Ruleset {
@@ -134,7 +150,17 @@ func Skeleton(o Options) nft.Fragment {
 			nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: fmt.Sprintf("%s-%02d", setHairpin, k)},
 			nft.Masquerade{FullyRandom: true}}})
 	}
+	// One rule per protocol: nft types "ct original proto-dst" only after a
+	// "ct protocol" match, and the listing must load back with nft -f.
+	var record []nft.Rule
+	for _, proto := range []uint8{nft.ProtoTCP, nft.ProtoUDP, nft.ProtoSCTP} {
+		record = append(record, nft.Rule{Stmts: []nft.Stmt{nft.CtStateNew{}, nft.CtStatusDNAT{},
+			nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
+			nft.VMap{Key: []nft.Field{nft.FieldCtOrigDaddr, nft.FieldL4Proto, nft.FieldCtOrigProtoDst}, Map: mapStickyPorts}}})
+	}
 	return nft.Fragment{Chains: []*nft.Chain{
+		{Name: chainStickyPrerouting, Hook: &nft.ChainHook{Type: "filter", Hook: "prerouting", Priority: stickyPriority}, Rules: record},
+		{Name: chainStickyOutput, Hook: &nft.ChainHook{Type: "filter", Hook: "output", Priority: stickyPriority}, Rules: record},
 		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
 		{Name: chainOutput, Hook: &nft.ChainHook{Type: "nat", Hook: "output", Priority: -100}, Rules: jumpServices},
 		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: postrouting},

@@ -25,6 +25,8 @@ type Metrics struct {
 	HealthzTotal        *prometheus.CounterVec
 	LivezTotal          *prometheus.CounterVec
 	ManifestErrors      prometheus.Gauge
+	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
+	AffinityEntriesDeleted prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -68,11 +70,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
 		ManifestErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svcproxy_manifest_errors",
 			Help: "With --manifests: documents (or List items) currently skipped because they do not decode or their file cannot be read"}),
+		AffinityEntriesDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "svcproxy_affinity_entries_deleted_total",
+			Help: "ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.LastSync, m.LastQueued,
 			m.ProgrammingLatency, m.ServiceChanges, m.SyncFailures, m.InvalidObjects, m.ConflictingServices, m.ConntrackDeleted, m.RefusedChanges, m.RefusedServices, m.TxObjects, m.KernelReadDuration,
-			m.HealthzTotal, m.LivezTotal, m.ManifestErrors)
+			m.HealthzTotal, m.LivezTotal, m.ManifestErrors,
+			m.AffinityEntriesDeleted)
 	}
 	return m
 }

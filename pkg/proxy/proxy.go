@@ -31,6 +31,10 @@ type Config struct {
 	// OnRefused, when set, is called once per Service and distinct error when the
 	// kernel refuses that Service's rules (e.g. to post an Event on it).
 	OnRefused func(svc endpoints.ServiceKey, err error)
+	// OnSynced, when set, is called in the loop's goroutine after every sync whose
+	// changes the kernel took whole (no Service refused), as Health.Synced is: from
+	// then on our table serves every Service (e.g. another proxy's rules can go).
+	OnSynced func()
 }
 
 // Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
@@ -43,6 +47,8 @@ type Proxy struct {
 	lb      sharedChains // one value per shared chain, for every Service that uses it
 	serving *servingTable
 	refused *refusals
+	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.
+	affinity *affinityTable
 
 	mu       sync.Mutex
 	needFull bool
@@ -75,6 +81,7 @@ func New(cfg Config) *Proxy {
 		lb:       sharedChains{},
 		serving:  newServingTable(),
 		refused:  &refusals{m: map[string]refusal{}},
+		affinity: newAffinityTable(),
 		needFull: true,
 	}
 }

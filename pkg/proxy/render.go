@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -12,26 +12,6 @@ import (
 
 // ServiceOwner is the ruleset fragment owner for a Service.
 func ServiceOwner(k endpoints.ServiceKey) string { return "svc:" + k.String() }
-
-// ChainName is the chain of a ClientIP-affinity Service port. It is keyed by port
-// name, not number, so that a port renumbering only moves a map element. Names that
-// would pass maxChainName (the kernel refuses chain names over 255 bytes) keep a
-// prefix and end in "~" and a hash of the whole name: Kubernetes names contain no
-// '~' or '/', so the result stays unique.
-func ChainName(n endpoints.ServicePortName) string {
-	name := "svc-" + n.Namespace + "/" + n.Name + "/" + strings.ToLower(n.Protocol) + "/" + n.Port
-	if len(name) <= maxChainName {
-		return name
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	suffix := fmt.Sprintf("~%016x", h.Sum64())
-	return name[:maxChainName-len(suffix)] + suffix
-}
-
-// maxChainName leaves room below the kernel's limit (NFT_CHAIN_MAXNAMELEN, 256 with
-// the NUL) for tools that add to a name.
-const maxChainName = 200
 
 var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "SCTP": nft.ProtoSCTP}
 
@@ -45,7 +25,10 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 // Replacing an endpoint then only swaps map elements, and a change of n swaps one
 // dispatch element: the kernel re-validates chains reachable from the dispatch map,
 // a few per endpoint count, instead of a rule per endpoint of every Service.
-// ClientIP affinity needs per-endpoint rules; those ports get a chain of their own.
+// A ClientIP-affinity port goes to sticky-n-SS, which first looks the client up in
+// the affinity map of the shard and otherwise picks as lb-n-SS does; its element in
+// sticky-ports tells the filter chains after NAT how long to remember where the
+// connection went (affinity-T-proto-SS). Sticky ports are element-only changes too.
 func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
 	var f nft.Fragment
 	for _, sp := range ports {
@@ -69,12 +52,15 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			if proto == nft.ProtoTCP {
 				dispatch.Verdict.Chain = chainNoEndpointsTCP
 			}
-		case sp.SessionAffinity:
-			chain := ChainName(sp.Name)
-			f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: stickyRules(sp, usable)})
-			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: chain}
 		default:
 			lb := loadBalanceChain(len(usable), sp.ClusterIP)
+			if sp.SessionAffinity {
+				lb = stickyChain(len(usable), sp.ClusterIP)
+				record := affinityChain(sp.AffinityTimeout, proto, sp.ClusterIP)
+				f.Shared = append(f.Shared, record)
+				f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: dispatch.Key,
+					Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: dispatch.Comment})
+			}
 			f.Shared = append(f.Shared, lb)
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
 			for slot, e := range usable {
@@ -131,40 +117,40 @@ func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
 	return out
 }
 
-// stickyRules picks an endpoint for a ClientIP-affinity port: a client seen within
-// the timeout goes back to its endpoint while that endpoint exists (removing an
-// endpoint removes its rule, so stale entries can never send traffic anywhere);
-// others get a cascade "numgen random mod (n-k) 0", 1/n of new connections each,
-// recorded in the affinity set.
-func stickyRules(sp endpoints.ServicePort, usable []endpoints.Endpoint) []nft.Rule {
-	timeout := sp.AffinityTimeout
+// stickyChain is lb-N-SS for ClientIP-affinity ports: a client the affinity map
+// knows for this ClusterIP . proto . port goes back to its endpoint, others are
+// spread as lb-N-SS spreads them. It holds no constant of any Service, so every
+// sticky port with n endpoints in the shard shares it.
+//
+// An entry whose endpoint is no longer a usable endpoint of the port would send the
+// client to a removed pod: the affinity sweeper deletes such entries after the
+// commit that removed the endpoint (see affinity.go).
+func stickyChain(n int, clusterIP netip.Addr) *nft.Chain {
+	lb := loadBalanceChain(n, clusterIP)
+	return &nft.Chain{Name: fmt.Sprintf("sticky-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{
+		{Stmts: []nft.Stmt{nft.DNATMap{Key: affinityKey, Map: affinityMap(clusterIP)}}},
+		lb.Rules[0],
+	}}
+}
+
+// affinityKey is the client . ClusterIP . proto . port of a packet before NAT.
+var affinityKey = []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}
+
+// affinityChain records, after NAT, where a new connection to a sticky port went:
+// the key from the connection's original tuple, the endpoint from the packet and
+// the reply tuple. Every new connection refreshes the entry's timeout, as
+// kube-proxy's "update @affinity-X { ip saddr }" does. One chain per timeout,
+// protocol and shard of the affinity map, shared: nft types "ct original proto-dst"
+// only after "ct protocol".
+func affinityChain(timeout time.Duration, proto uint8, clusterIP netip.Addr) *nft.Chain {
 	if timeout <= 0 {
 		timeout = DefaultAffinityTimeout // a zero dynset timeout would mean "never expire"
 	}
-	var rules []nft.Rule
-	for _, e := range usable {
-		key := affinityKey(e)
-		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{
-			nft.Lookup{Key: key, Set: setAffinity},
-			nft.Update{Set: setAffinity, Key: key, Timeout: timeout},
-			nft.DNAT{Addr: e.Addr, Port: e.Port},
-		}})
-	}
-	n := len(usable)
-	for k, e := range usable {
-		var stmts []nft.Stmt
-		if k < n-1 {
-			stmts = append(stmts, nft.Numgen{Mod: uint32(n - k), Value: 0})
-		}
-		stmts = append(stmts, nft.Update{Set: setAffinity, Key: affinityKey(e), Timeout: timeout}, nft.DNAT{Addr: e.Addr, Port: e.Port})
-		rules = append(rules, nft.Rule{Stmts: stmts})
-	}
-	return rules
-}
-
-func affinityKey(e endpoints.Endpoint) []nft.Operand {
-	return []nft.Operand{
-		nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport),
-		nft.C(nft.IP(e.Addr)), nft.C(nft.Port(e.Port)),
-	}
+	protoName := strings.ToLower(nft.Proto(proto).String())
+	return &nft.Chain{Name: fmt.Sprintf("affinity-%d-%s-%02d", int64(timeout/time.Second), protoName, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{
+		nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
+		nft.Update{Set: affinityMap(clusterIP), Timeout: timeout,
+			Key:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldCtOrigDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldCtOrigProtoDst)},
+			Data: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldCtReplyProtoSrc)}},
+	}}}}
 }

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"net/netip"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,8 +90,9 @@ func TestTraceBehaviour(t *testing.T) {
 		ports []endpoints.ServicePort
 		eps   []endpoints.Endpoint
 		pkt   nft.Packet
-		dyn   nft.Affinity
-		want  []nft.Outcome
+		// affinity is the affinity map's content, before the sweeper runs.
+		affinity []nft.Element
+		want     []nft.Outcome
 	}{
 		{name: "random over ready endpoints", ports: []endpoints.ServicePort{http}, eps: ready,
 			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
@@ -159,12 +159,14 @@ func TestTraceBehaviour(t *testing.T) {
 			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
 			want: []nft.Outcome{dnat(ep1, 8080, false), dnat(ep2, 8080, false)}},
 		{name: "ClientIP affinity: known client sticks", ports: []endpoints.ServicePort{sticky}, eps: ready,
-			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
-			dyn:  nft.Affinity{nft.AffinityEntry(setAffinity, nft.IP(client), nft.IP(clusterIP), nft.Port(80), nft.IP(ep2), nft.Port(8080)): true},
+			pkt: nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			affinity: []nft.Element{{Set: affinityMap(clusterIP), Key: []nft.Datum{nft.IP(client), nft.IP(clusterIP), nft.Proto(nft.ProtoTCP), nft.Port(80)},
+				Data: []nft.Datum{nft.IP(ep2), nft.Port(8080)}}},
 			want: []nft.Outcome{dnat(ep2, 8080, false)}},
 		{name: "ClientIP affinity: entry for a removed endpoint is ignored", ports: []endpoints.ServicePort{sticky}, eps: ready[:1],
-			pkt:  nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
-			dyn:  nft.Affinity{nft.AffinityEntry(setAffinity, nft.IP(client), nft.IP(clusterIP), nft.Port(80), nft.IP(ep2), nft.Port(8080)): true},
+			pkt: nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80},
+			affinity: []nft.Element{{Set: affinityMap(clusterIP), Key: []nft.Datum{nft.IP(client), nft.IP(clusterIP), nft.Proto(nft.ProtoTCP), nft.Port(80)},
+				Data: []nft.Datum{nft.IP(ep2), nft.Port(8080)}}},
 			want: []nft.Outcome{dnat(ep1, 8080, false)}},
 	}
 	for _, tc := range tests {
@@ -174,8 +176,9 @@ func TestTraceBehaviour(t *testing.T) {
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}
-			r.SetFragment("svc", RenderService(tc.ports, eps, "node-a"))
-			got, err := nft.Trace(r, tc.pkt, tc.dyn)
+			f := RenderService(tc.ports, eps, "node-a")
+			r.SetFragment("svc", f)
+			got, err := nft.Trace(r, tc.pkt, swept(tc.affinity, stickyOf(f)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,32 +206,18 @@ func TestRenderSkipsWhatTheKernelWouldRefuse(t *testing.T) {
 	}
 }
 
-func TestChainNameIsBoundedAndUnique(t *testing.T) {
-	ns63, name253 := strings.Repeat("n", 63), strings.Repeat("s", 253)
-	names := []endpoints.ServicePortName{
-		{Namespace: "default", Name: "web", Port: "http", Protocol: "TCP"},
-		{Namespace: "default", Name: "web", Port: "", Protocol: "TCP"},
-		{Namespace: ns63, Name: name253, Port: "http", Protocol: "TCP"},
-		{Namespace: ns63, Name: name253, Port: "http", Protocol: "UDP"},
-		{Namespace: ns63, Name: name253, Port: "https", Protocol: "TCP"},
-		{Namespace: ns63, Name: name253[1:], Port: "http", Protocol: "TCP"},
-		{Namespace: ns63, Name: strings.Repeat("s", 200), Port: "http", Protocol: "TCP"},
+// swept is the affinity map as the tracer reads it, once the sweeper has deleted
+// what it deletes.
+func swept(entries []nft.Element, live stickyPorts) nft.Affinity {
+	stale := map[string]bool{}
+	for _, e := range staleAffinity(entries, live) {
+		stale[e.ID()] = true
 	}
-	seen := map[string]endpoints.ServicePortName{}
-	for _, n := range names {
-		c := ChainName(n)
-		if len(c) > 255 {
-			t.Errorf("%v: chain name of %d bytes, the kernel takes at most 255", n, len(c))
-		}
-		if prev, dup := seen[c]; dup {
-			t.Errorf("%v and %v share chain %s", prev, n, c)
-		}
-		seen[c] = n
-		if ChainName(n) != c {
-			t.Errorf("%v: not deterministic", n)
+	a := nft.Affinity{}
+	for _, e := range entries {
+		if !stale[e.ID()] {
+			a[e.ID()] = e.Data
 		}
 	}
-	if got := ChainName(names[0]); got != "svc-default/web/tcp/http" {
-		t.Errorf("short names must not change: %s", got)
-	}
+	return a
 }

@@ -25,8 +25,10 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
-		p.desired.SetFragment(owner, p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName)))
+		f := p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName))
+		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
+		p.affinity.render(owner, stickyOf(f))
 	}
 	if len(changed) > 0 {
 		// The tracker keeps Services from colliding, so a conflict that outlives the
@@ -54,6 +56,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		p.needFull = false
 		p.mu.Unlock()
 	}
+	p.sweepAffinity(ctx) // before noteGeneration: its commit is ours
 	p.noteGeneration(ctx, gen0, genErr, read)
 	p.reconcileConntrack(full)
 	releaseMemory(objects)
@@ -69,6 +72,7 @@ func (p *Proxy) settle() {
 		pending[o] = true
 	}
 	p.serving.commit(pending)
+	p.affinity.commit(pending)
 	p.refused.settle(pending)
 	list := p.refused.list()
 	p.cfg.Metrics.RefusedServices.Set(float64(len(list)))
@@ -111,6 +115,9 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, fi
 	// timeout.
 	if p.cfg.Health != nil && ok {
 		p.cfg.Health.Synced(end)
+	}
+	if p.cfg.OnSynced != nil && ok {
+		p.cfg.OnSynced()
 	}
 	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
 }

@@ -50,8 +50,9 @@ type node struct {
 	worker  bool
 	agent   *proc
 
-	mu    sync.Mutex
-	proxy *proc
+	mu        sync.Mutex
+	proxy     *proc
+	proxyKind string // what proxy runs: the run's, or another during a swap scenario
 }
 
 type cluster struct {

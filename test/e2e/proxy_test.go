@@ -15,9 +15,10 @@ import (
 	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
-// proxyCommand is the command line of the proxy under test on node n: the
-// same kube-proxy flags for every implementation.
-func (c *cluster) proxyCommand(n *node) []string {
+// proxyCommandAs is the command line of proxy kind (svcproxy,
+// kube-proxy-iptables, kube-proxy-nftables) on node n: the same kube-proxy
+// flags for every implementation.
+func (c *cluster) proxyCommandAs(kind string, n *node) []string {
 	common := []string{
 		"--kubeconfig=" + c.proxyKC,
 		"--hostname-override=" + n.name,
@@ -30,7 +31,7 @@ func (c *cluster) proxyCommand(n *node) []string {
 		"--conntrack-tcp-timeout-close-wait=0",
 		"-v=2",
 	}
-	switch c.proxyKind {
+	switch kind {
 	case "kube-proxy-iptables":
 		return append([]string{c.bin("kube-proxy"), "--proxy-mode=iptables"}, common...)
 	case "kube-proxy-nftables":
@@ -54,14 +55,21 @@ func (c *cluster) startProxies(ctx context.Context) error {
 	return nil
 }
 
-func (c *cluster) startProxy(n *node) error {
-	argv := c.proxyCommand(n)
-	p, err := c.start("proxy-"+n.short, n.netns, argv...)
+func (c *cluster) startProxy(n *node) error { return c.startProxyAs(c.proxyKind, n) }
+
+// startProxyAs starts proxy kind on n as n's proxy (the swap scenarios run
+// kube-proxy in a svcproxy run). Each kind logs to its own file.
+func (c *cluster) startProxyAs(kind string, n *node) error {
+	name := "proxy-" + n.short
+	if kind != c.proxyKind {
+		name = kind + "-" + n.short
+	}
+	p, err := c.start(name, n.netns, c.proxyCommandAs(kind, n)...)
 	if err != nil {
 		return err
 	}
 	n.mu.Lock()
-	n.proxy = p
+	n.proxy, n.proxyKind = p, kind
 	n.mu.Unlock()
 	return nil
 }

@@ -126,6 +126,22 @@ func (p *podClient) hit(ip string, port int32) (string, error) {
 	return p.get(fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(port))))
 }
 
+// hitWithin is hit with its own timeout, for addresses expected to lead
+// nowhere.
+func (p *podClient) hitWithin(ip string, port int32, timeout time.Duration) (string, error) {
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: netns.DialFunc(p.netns, timeout), DisableKeepAlives: true},
+		Timeout:   timeout,
+	}
+	resp, err := hc.Get(fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(port))))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(body)), err
+}
+
 // dialTCP opens (and closes) one TCP connection, for refusal checks.
 func (p *podClient) dialTCP(addr string, timeout time.Duration) error {
 	c, err := netns.DialFunc(p.netns, timeout)(context.Background(), "tcp4", addr)

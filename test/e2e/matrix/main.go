@@ -35,18 +35,32 @@ var scenarios = []struct{ test, title string }{
 	{"TestUDP", "6. UDP round trip, endpoint replaced under a live socket"},
 	{"TestProxyRestart", "7. Proxy `kill -9` + restart under load"},
 	{"TestProgrammingLatency", "8. Programming latency (EndpointSlice write → first answer)"},
+	{"TestSwapFromKubeProxyIptables", "11. Swap kube-proxy (iptables) → svcproxy node by node under load (svcproxy run only)"},
+	{"TestSwapFromKubeProxyNftables", "12. Swap kube-proxy (nftables) → svcproxy node by node under load (svcproxy run only)"},
+	{"TestSwapBackToKubeProxy", "13. Way back: svcproxy `--cleanup`, kube-proxy (iptables) (svcproxy run only)"},
+	{"TestSwapBackToKubeProxyWithoutGap", "14. Way back: kube-proxy (iptables), then `svcproxy --cleanup --takeover=false` (svcproxy run only)"},
 }
 
 var order = []string{"svcproxy", "kube-proxy-iptables", "kube-proxy-nftables"}
 
 // cellMetrics lists the numbers shown in a cell, per test.
 var cellMetrics = map[string][]struct{ key, label string }{
-	"TestPodNetwork":              {{"clusterip_source", "source %s"}},
-	"TestHeadlessAndExternalName": {{"rules_name_services", "rules name Services: %s"}},
-	"TestNoEndpointsRefused":      {{"refused_ms", "refused in %s ms"}},
-	"TestUDP":                     {{"udp_recovery_ms", "recovered %s ms after delete"}},
-	"TestProxyRestart":            {{"restart_failed", "%s failed"}, {"restart_healthy_ms", "healthy after %s ms"}, {"restart_changed_failed", "with a change while down: %s failed"}},
-	"TestProgrammingLatency":      {{"latency_p50_ms", "p50 %s ms"}, {"latency_max_ms", "max %s ms"}, {"latency_all_ms", "(%s)"}},
+	"TestPodNetwork":                    {{"clusterip_source", "source %s"}},
+	"TestHeadlessAndExternalName":       {{"rules_name_services", "rules name Services: %s"}},
+	"TestNoEndpointsRefused":            {{"refused_ms", "refused in %s ms"}},
+	"TestUDP":                           {{"udp_recovery_ms", "recovered %s ms after delete"}},
+	"TestProxyRestart":                  {{"restart_failed", "%s failed"}, {"restart_healthy_ms", "healthy after %s ms"}, {"restart_changed_failed", "with a change while down: %s failed"}},
+	"TestProgrammingLatency":            {{"latency_p50_ms", "p50 %s ms"}, {"latency_max_ms", "max %s ms"}, {"latency_all_ms", "(%s)"}},
+	"TestSwapFromKubeProxyIptables":     swapCell,
+	"TestSwapFromKubeProxyNftables":     swapCell,
+	"TestSwapBackToKubeProxy":           swapCell,
+	"TestSwapBackToKubeProxyWithoutGap": swapCell,
+}
+
+var swapCell = []struct{ key, label string }{
+	{"failed", "%s new connections failed"},
+	{"longest_gap_ms", "longest gap %s ms"},
+	{"longlived_broken", "long-lived broken %s"},
 }
 
 func main() {

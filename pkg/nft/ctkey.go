@@ -1,0 +1,55 @@
+package nft
+
+import (
+	"encoding/binary"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// nft loads "ct original ip daddr" with NFT_CT_DST_IP and a direction. google/nftables
+// sends a direction only for NFT_CT_SRC/DST and the proto keys, and nft cannot parse
+// an NFT_CT_DST inside a concatenation back (it aborts listing the table). So the
+// field is encoded as NFT_CT_DST with its direction, and withCtIPKeys turns the key
+// into NFT_CT_DST_IP in the encoded messages; svcproxy writes no other NFT_CT_DST.
+func withCtIPKeys(msgs []netlink.Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		if int(m.Header.Type)&0xff != unix.NFT_MSG_NEWRULE || len(m.Data) < 4 {
+			continue
+		}
+		_ = walkAttrs(m.Data[4:], func(t uint16, _ int, list []byte) {
+			if t != unix.NFTA_RULE_EXPRESSIONS {
+				return
+			}
+			_ = walkAttrs(list, func(t uint16, _ int, elem []byte) {
+				if t == unix.NFTA_LIST_ELEM {
+					patchCtKey(elem)
+				}
+			})
+		})
+	}
+}
+
+// patchCtKey rewrites, in place, the key of one ct expression from NFT_CT_DST to
+// NFT_CT_DST_IP (same length: the message keeps its layout).
+func patchCtKey(elem []byte) {
+	var name string
+	var data []byte
+	_ = walkAttrs(elem, func(t uint16, _ int, v []byte) {
+		switch t {
+		case unix.NFTA_EXPR_NAME:
+			name = cString(v)
+		case unix.NFTA_EXPR_DATA:
+			data = v
+		}
+	})
+	if name != "ct" {
+		return
+	}
+	_ = walkAttrs(data, func(t uint16, _ int, v []byte) {
+		if t == unix.NFTA_CT_KEY && len(v) == 4 && binary.BigEndian.Uint32(v) == unix.NFT_CT_DST {
+			binary.BigEndian.PutUint32(v, unix.NFT_CT_DST_IP)
+		}
+	})
+}

@@ -1,0 +1,178 @@
+package takeover
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The decoders below read the kernel's chain and rule dump messages of iptables-nft's
+// tables. They are pure and bounds-checked, and never panic whatever the bytes: the
+// tables are other programs' (iptables-nft, Docker, CNI plugins) and hold expressions
+// svcproxy never writes (xtables matches and targets). Of a rule only the verdicts of
+// its immediate expressions are read: that is how iptables-nft encodes `-j CHAIN` and
+// `-g CHAIN`, and all the plan needs.
+
+func msgAttrs(data []byte) (*netlink.AttributeDecoder, error) {
+	if len(data) < 4 {
+		return nil, fmt.Errorf("message of %d bytes has no nfgenmsg header", len(data))
+	}
+	return nestedAttrs(data[4:])
+}
+
+func nestedAttrs(b []byte) (*netlink.AttributeDecoder, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, fmt.Errorf("decode attributes: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	return ad, nil
+}
+
+// cString reads a name as the kernel does: up to its first NUL.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// decodeChainMsg returns the table and name of an NFT_MSG_NEWCHAIN message, and
+// whether the chain is a base chain (attached to a hook).
+func decodeChainMsg(data []byte) (table, name string, base bool, err error) {
+	ad, err := msgAttrs(data)
+	if err != nil {
+		return "", "", false, err
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_CHAIN_TABLE:
+			table = cString(ad.Bytes())
+		case unix.NFTA_CHAIN_NAME:
+			name = cString(ad.Bytes())
+		case unix.NFTA_CHAIN_HOOK:
+			base = true
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return "", "", false, fmt.Errorf("decode chain: %w", err)
+	}
+	return table, name, base, nil
+}
+
+// decodeRuleMsg returns the table, chain and handle of an NFT_MSG_NEWRULE message, and
+// the chains its immediate verdicts jump or go to.
+func decodeRuleMsg(data []byte) (table, chain string, r ruleInfo, err error) {
+	ad, err := msgAttrs(data)
+	if err != nil {
+		return "", "", ruleInfo{}, err
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_RULE_TABLE:
+			table = cString(ad.Bytes())
+		case unix.NFTA_RULE_CHAIN:
+			chain = cString(ad.Bytes())
+		case unix.NFTA_RULE_HANDLE:
+			r.Handle = ad.Uint64()
+		case unix.NFTA_RULE_EXPRESSIONS:
+			ad.Nested(func(nd *netlink.AttributeDecoder) error {
+				for nd.Next() {
+					if nd.Type() != unix.NFTA_LIST_ELEM {
+						continue
+					}
+					target, err := decodeExprTarget(nd.Bytes())
+					if err != nil {
+						return err
+					}
+					if target != "" {
+						r.Targets = append(r.Targets, target)
+					}
+				}
+				return nd.Err()
+			})
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return "", "", ruleInfo{}, fmt.Errorf("decode rule: %w", err)
+	}
+	return table, chain, r, nil
+}
+
+// decodeExprTarget returns the chain an expression jumps or goes to: the verdict of an
+// immediate expression into the verdict register; "" for any other expression.
+func decodeExprTarget(b []byte) (string, error) {
+	ad, err := nestedAttrs(b)
+	if err != nil {
+		return "", err
+	}
+	var name string
+	var data []byte
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_EXPR_NAME:
+			name = cString(ad.Bytes())
+		case unix.NFTA_EXPR_DATA:
+			data = ad.Bytes()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return "", fmt.Errorf("decode expression: %w", err)
+	}
+	if name != "immediate" || data == nil {
+		return "", nil
+	}
+	return decodeImmediateTarget(data)
+}
+
+func decodeImmediateTarget(b []byte) (string, error) {
+	ad, err := nestedAttrs(b)
+	if err != nil {
+		return "", err
+	}
+	dreg := uint32(1) // not the verdict register unless the message says so
+	var target string
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_IMMEDIATE_DREG:
+			dreg = ad.Uint32()
+		case unix.NFTA_IMMEDIATE_DATA:
+			ad.Nested(func(data *netlink.AttributeDecoder) error {
+				data.ByteOrder = binary.BigEndian
+				for data.Next() {
+					if data.Type() != unix.NFTA_DATA_VERDICT {
+						continue
+					}
+					data.Nested(func(v *netlink.AttributeDecoder) error {
+						v.ByteOrder = binary.BigEndian
+						var code int32
+						var chain string
+						for v.Next() {
+							switch v.Type() {
+							case unix.NFTA_VERDICT_CODE:
+								code = int32(v.Uint32())
+							case unix.NFTA_VERDICT_CHAIN:
+								chain = cString(v.Bytes())
+							}
+						}
+						if code == unix.NFT_JUMP || code == unix.NFT_GOTO {
+							target = chain
+						}
+						return v.Err()
+					})
+				}
+				return data.Err()
+			})
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return "", fmt.Errorf("decode immediate: %w", err)
+	}
+	if dreg != unix.NFT_REG_VERDICT {
+		return "", nil
+	}
+	return target, nil
+}
