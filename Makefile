@@ -11,7 +11,7 @@ bench:
 	hack/bench.sh
 
 build:
-	mkdir -p bin && go build -o bin/svcproxy ./cmd/svcproxy
+	mkdir -p bin && go build -ldflags "$$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
 
 render: build
 	bin/svcproxy render

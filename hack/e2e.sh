@@ -33,7 +33,7 @@ bins="$(hack/build-k8s-bins.sh | tail -n1)"
 mkdir -p bin
 go build -tags e2e -o bin/e2e-nodeagent ./test/e2e/nodeagent
 if [[ $PROXY == svcproxy ]]; then
-	go build -o bin/svcproxy ./cmd/svcproxy
+	go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
 fi
 
 # Per-run prefix: the pid lets the next run remove namespaces of a killed run.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,10 +8,16 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version/verflag"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// options are svcproxy's flags: kube-proxy's names and defaults where the flag exists.
+// options is svcproxy's resolved configuration: kube-proxy's flags and
+// KubeProxyConfiguration file, merged with kube-proxy's precedence, plus svcproxy's
+// own flags.
 type options struct {
 	kubeconfig, master, hostnameOverride string
 	clusterCIDR                          string
@@ -21,60 +26,55 @@ type options struct {
 	metricsAddr, healthzAddr             string
 	cleanup                              bool
 	manifests                            string
-	noTakeover                           bool // --takeover=false
-	ignored                              map[string]*string
+
+	configFile, writeConfigTo string
+	initOnly                  bool
+	// config is the effective KubeProxyConfiguration (file or flags, defaulted);
+	// the fields above are read from it. /configz serves it.
+	config *kubeproxyconfig.KubeProxyConfiguration
+	// gates holds the feature gates svcproxy knows (the logging ones).
+	gates featuregate.FeatureGate
+	// warnings are logged once logging is configured.
+	warnings []warning
+	ignored  map[string]*string
+
+	noTakeover bool // --takeover=false
 }
 
-// kubeProxyFlags are kube-proxy flags that do not apply to this proxy. They are
-// accepted so that svcproxy can replace kube-proxy in an existing DaemonSet; setting
-// one logs a warning.
-var kubeProxyFlags = []string{
-	"bind-address", "bind-address-hard-fail", "boot-id-file", "config", "config-sync-period",
-	"conntrack-max-per-core", "conntrack-min", "conntrack-tcp-be-liberal", "conntrack-tcp-timeout-close-wait",
-	"conntrack-tcp-timeout-established", "conntrack-udp-timeout", "conntrack-udp-timeout-stream",
-	"detect-local-mode", "feature-gates", "init-only", "iptables-localhost-nodeports",
-	"iptables-masquerade-bit", "iptables-min-sync-period", "iptables-sync-period", "ipvs-exclude-cidrs",
-	"ipvs-min-sync-period", "ipvs-scheduler", "ipvs-strict-arp", "ipvs-sync-period", "ipvs-tcp-timeout",
-	"ipvs-tcpfin-timeout", "ipvs-udp-timeout", "kube-api-burst", "kube-api-content-type", "kube-api-qps",
-	"log-flush-frequency", "logging-format", "nodeport-addresses", "oom-score-adj", "pod-bridge-interface",
-	"pod-interface-name-prefix", "profiling", "proxy-mode", "proxy-port-range", "show-hidden-metrics-for-version",
-	"write-config-to", "localhost-nodeports", "healthz-port", "metrics-port", "log-json-split-stream",
-	"log-json-info-buffer-size", "log-text-split-stream", "log-text-info-buffer-size",
-}
+// kubeProxyFlags are kube-proxy flags that do not apply to this proxy and have no
+// place in the configuration file. They are accepted so that svcproxy can replace
+// kube-proxy in an existing DaemonSet; setting one logs a warning.
+var kubeProxyFlags = []string{"boot-id-file", "proxy-port-range", "localhost-nodeports"}
 
 // kubeProxyBoolFlags are the boolean ones among kubeProxyFlags: like kube-proxy's,
 // they take no value unless given with "=", so they must not swallow the next flag.
-var kubeProxyBoolFlags = map[string]bool{
-	"bind-address-hard-fail": true, "conntrack-tcp-be-liberal": true, "init-only": true,
-	"iptables-localhost-nodeports": true, "ipvs-strict-arp": true, "localhost-nodeports": true,
-	"profiling": true, "log-json-split-stream": true, "log-text-split-stream": true,
+var kubeProxyBoolFlags = map[string]bool{"localhost-nodeports": true}
+
+// flagsKeptWithConfig are the flags kube-proxy still honours when --config is given
+// (its Options fields outside the configuration, --hostname-override, and the
+// logging flags, copied over the file's logging section), plus svcproxy's own
+// --manifests and --takeover. Any other flag is ignored then, as kube-proxy ignores it.
+var flagsKeptWithConfig = map[string]bool{
+	"config": true, "write-config-to": true, "cleanup": true, "init-only": true, "master": true,
+	"hostname-override": true, "version": true, "manifests": true, "takeover": true,
+}
+
+// modeFlags are the sync-period flags whose target depends on the proxy mode,
+// parsed into locals and applied after --proxy-mode is known.
+type modeFlags struct {
+	syncPeriod, minSyncPeriod                 time.Duration
+	iptablesSyncPeriod, iptablesMinSyncPeriod time.Duration
+	ipvsSyncPeriod, ipvsMinSyncPeriod         time.Duration
+	masqueradeAll                             bool
+	healthzPort, metricsPort                  int32
 }
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{ignored: map[string]*string{}}
+	cfg := defaultConfig()
+	var mf modeFlags
 	fs := pflag.NewFlagSet("svcproxy", pflag.ContinueOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to kubeconfig file with authorization information (in-cluster config when empty).")
-	fs.StringVar(&o.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
-	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "If non-empty, use this name as the node's name instead of the hostname.")
-	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "The CIDR range of pods in the cluster; service traffic from outside it is masqueraded.")
-	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent via Service cluster IPs.")
-	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "How often the kernel's table is re-read and repaired.")
-	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", time.Second, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", "IP:port for the metrics server (empty to disable).")
-	fs.StringVar(&o.healthzAddr, "healthz-bind-address", "0.0.0.0:10256", "IP:port for the health check server, serving /healthz and /livez (empty to disable).")
-	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
-	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
-	addTakeoverFlag(fs, o)
-	for _, name := range kubeProxyFlags {
-		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
-		if kubeProxyBoolFlags[name] {
-			fs.Lookup(name).NoOptDefVal = "true"
-		}
-		_ = fs.MarkHidden(name)
-	}
-	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(gofs)
-	fs.AddGoFlagSet(gofs)
+	addFlags(fs, o, cfg, &mf)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	warnUnknown(fs, args)
 	if err := fs.Parse(args); err != nil {
@@ -82,26 +82,211 @@ func parseFlags(args []string) (*options, error) {
 	}
 	for name, v := range o.ignored {
 		if fs.Changed(name) {
-			klog.InfoS("Warning: kube-proxy flag has no effect in svcproxy", "flag", "--"+name, "value", *v)
+			o.warn("Warning: kube-proxy flag has no effect in svcproxy", "flag", "--"+name, "value", *v)
 		}
 	}
-	if err := o.validateClusterCIDR(); err != nil {
-		return nil, err
+	if o.configFile != "" {
+		file, warnings, err := loadConfigFile(o.configFile)
+		if err != nil {
+			return nil, err
+		}
+		o.warnings = append(o.warnings, warnings...)
+		if err := copyLoggingFlags(fs, &file.Logging); err != nil {
+			return nil, err
+		}
+		fs.Visit(func(f *pflag.Flag) {
+			if !flagsKeptWithConfig[f.Name] && !isLoggingFlag(f.Name) && o.ignored[f.Name] == nil {
+				o.warn("Warning: flag ignored because --config is given, as kube-proxy ignores it", "flag", "--"+f.Name)
+			}
+		})
+		cfg = file
+	} else {
+		mf.apply(fs, cfg)
 	}
+	if fs.Changed("hostname-override") {
+		name := strings.TrimSpace(o.hostnameOverride)
+		if name == "" && o.hostnameOverride != "" {
+			return nil, fmt.Errorf("empty hostname-override is invalid")
+		}
+		if name != "" {
+			cfg.HostnameOverride = strings.ToLower(name)
+		}
+	}
+	gates, unknownGates, err := featureGates(cfg.FeatureGates)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration: featureGates: %w", err)
+	}
+	o.gates = gates
+	if errs := validateConfig(cfg, gates); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
+	}
+	for _, g := range unknownGates {
+		o.warn("Feature gate has no effect in svcproxy", "field", "featureGates."+g, "value", cfg.FeatureGates[g])
+	}
+	o.warnings = append(o.warnings, notApplicable(cfg)...)
+	o.resolve(cfg)
 	return o, nil
 }
 
-// validateClusterCIDR accepts a prefix or a dual-stack pair, like kube-proxy.
-func (o *options) validateClusterCIDR() error {
-	if o.clusterCIDR == "" {
-		return nil
+func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfiguration, mf *modeFlags) {
+	// svcproxy's own flags.
+	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
+	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
+	addTakeoverFlag(fs, o)
+	fs.DurationVar(&mf.syncPeriod, "sync-period", cfg.IPTables.SyncPeriod.Duration, "How often the kernel's table is re-read and repaired (svcproxy's name for --iptables-sync-period).")
+	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period).")
+
+	// kube-proxy's flags, bound to the configuration they set, with its defaults.
+	fs.StringVar(&o.configFile, "config", "", "The path to a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1). When given, other flags are ignored except --hostname-override, --master, --cleanup and the logging flags, as in kube-proxy.")
+	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "If set, write the effective configuration to this file and exit.")
+	fs.BoolVar(&o.initOnly, "init-only", false, "Accepted for kube-proxy compatibility: svcproxy needs no privileged initialization, so it exits at once.")
+	fs.StringVar(&cfg.ClientConnection.Kubeconfig, "kubeconfig", "", "Path to kubeconfig file with authorization information (in-cluster config when empty).")
+	fs.StringVar(&o.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.StringVar(&cfg.ClientConnection.ContentType, "kube-api-content-type", cfg.ClientConnection.ContentType, "Content type of requests sent to apiserver.")
+	fs.Int32Var(&cfg.ClientConnection.Burst, "kube-api-burst", cfg.ClientConnection.Burst, "Burst to use while talking with kubernetes apiserver.")
+	fs.Float32Var(&cfg.ClientConnection.QPS, "kube-api-qps", cfg.ClientConnection.QPS, "QPS to use while talking with kubernetes apiserver.")
+	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "If non-empty, use this name as the node's name instead of the hostname.")
+	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "The CIDR range of pods in the cluster (or a dual-stack pair); service traffic from outside it is masqueraded.")
+	fs.BoolVar(&mf.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent via Service cluster IPs.")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "IP:port for the metrics server, serving /metrics, /healthz, /proxyMode and /configz (empty to disable).")
+	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "IP:port for the health check server, serving /healthz and /livez (empty to disable).")
+	fs.StringVar(&cfg.BindAddress, "bind-address", cfg.BindAddress, "kube-proxy's idea of the node's primary IP; svcproxy uses it only for the default server addresses' IP family.")
+	fs.BoolVar(&cfg.BindAddressHardFail, "bind-address-hard-fail", false, "Accepted for kube-proxy compatibility: svcproxy always exits when a server cannot bind.")
+	fs.BoolVar(&cfg.EnableProfiling, "profiling", false, "Serve /debug/pprof on the metrics address.")
+	fs.StringVar(&cfg.ShowHiddenMetricsForVersion, "show-hidden-metrics-for-version", "", "Accepted for kube-proxy compatibility: svcproxy hides no metrics.")
+	fs.StringVar((*string)(&cfg.Mode), "proxy-mode", "", "Accepted for kube-proxy compatibility: svcproxy always programs nftables; ipvs is warned about.")
+	fs.DurationVar(&mf.iptablesSyncPeriod, "iptables-sync-period", cfg.IPTables.SyncPeriod.Duration, "Like kube-proxy: the sync period, unless the mode is ipvs.")
+	fs.DurationVar(&mf.iptablesMinSyncPeriod, "iptables-min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Like kube-proxy: the minimum sync period, unless the mode is ipvs.")
+	fs.DurationVar(&mf.ipvsSyncPeriod, "ipvs-sync-period", cfg.IPVS.SyncPeriod.Duration, "Like kube-proxy: the sync period in ipvs mode.")
+	fs.DurationVar(&mf.ipvsMinSyncPeriod, "ipvs-min-sync-period", cfg.IPVS.MinSyncPeriod.Duration, "Like kube-proxy: the minimum sync period in ipvs mode.")
+	fs.Int32Var(cfg.IPTables.MasqueradeBit, "iptables-masquerade-bit", *cfg.IPTables.MasqueradeBit, "Accepted for kube-proxy compatibility (svcproxy marks no packets).")
+	fs.BoolVar(cfg.IPTables.LocalhostNodePorts, "iptables-localhost-nodeports", *cfg.IPTables.LocalhostNodePorts, "Accepted for kube-proxy compatibility (svcproxy serves no NodePorts).")
+	fs.StringVar(&cfg.IPVS.Scheduler, "ipvs-scheduler", "", "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.StringSliceVar(&cfg.IPVS.ExcludeCIDRs, "ipvs-exclude-cidrs", nil, "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.BoolVar(&cfg.IPVS.StrictARP, "ipvs-strict-arp", false, "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.DurationVar(&cfg.IPVS.TCPTimeout.Duration, "ipvs-tcp-timeout", 0, "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.DurationVar(&cfg.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.DurationVar(&cfg.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "Accepted for kube-proxy compatibility (ipvs mode).")
+	fs.StringVar((*string)(&cfg.DetectLocalMode), "detect-local-mode", "", "Only ClusterCIDR (the default) applies in svcproxy.")
+	fs.StringVar(&cfg.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "Accepted for kube-proxy compatibility (detect-local-mode BridgeInterface).")
+	fs.StringVar(&cfg.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "Accepted for kube-proxy compatibility (detect-local-mode InterfaceNamePrefix).")
+	fs.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, "Accepted for kube-proxy compatibility (svcproxy serves no NodePorts).")
+	fs.Int32Var(cfg.OOMScoreAdj, "oom-score-adj", *cfg.OOMScoreAdj, "The oom_score_adj value for the svcproxy process, within [-1000, 1000].")
+	fs.Int32Var(cfg.Conntrack.MaxPerCore, "conntrack-max-per-core", *cfg.Conntrack.MaxPerCore, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.Int32Var(cfg.Conntrack.Min, "conntrack-min", *cfg.Conntrack.Min, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.DurationVar(&cfg.Conntrack.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", cfg.Conntrack.TCPEstablishedTimeout.Duration, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.DurationVar(&cfg.Conntrack.TCPCloseWaitTimeout.Duration, "conntrack-tcp-timeout-close-wait", cfg.Conntrack.TCPCloseWaitTimeout.Duration, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.BoolVar(&cfg.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.DurationVar(&cfg.Conntrack.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.DurationVar(&cfg.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.DurationVar(&cfg.ConfigSyncPeriod.Duration, "config-sync-period", cfg.ConfigSyncPeriod.Duration, "How often the informers' caches are resynced.")
+	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "key=value pairs; svcproxy knows the logging gates (LoggingAlphaOptions, LoggingBetaOptions, ContextualLogging) and warns about others.")
+	fs.Int32Var(&mf.healthzPort, "healthz-port", proxyHealthzPort, "Deprecated: the health check server's port, 0 to disable.")
+	fs.Int32Var(&mf.metricsPort, "metrics-port", proxyStatusPort, "Deprecated: the metrics server's port, 0 to disable.")
+	for _, name := range kubeProxyFlags {
+		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
+		if kubeProxyBoolFlags[name] {
+			fs.Lookup(name).NoOptDefVal = "true"
+		}
+		_ = fs.MarkHidden(name)
 	}
-	for _, c := range strings.Split(o.clusterCIDR, ",") {
-		if _, err := netip.ParsePrefix(strings.TrimSpace(c)); err != nil {
-			return fmt.Errorf("--cluster-cidr %q: %w", o.clusterCIDR, err)
+	logsapi.AddFlags(&cfg.Logging, fs)
+	verflag.AddFlags(fs)
+}
+
+// apply sets what the mode-dependent flags mean once the mode is known, as
+// kube-proxy does without a configuration file: --iptables-* set the sync periods
+// unless the mode is ipvs, --ipvs-* only in ipvs mode. svcproxy's --sync-period and
+// --min-sync-period set them in every mode.
+func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConfiguration) {
+	sync, minSync, masq, _ := modeSection(cfg)
+	ipvs := cfg.Mode == modeIPVS
+	for _, f := range []struct {
+		name  string
+		when  bool
+		value time.Duration
+		to    *time.Duration
+	}{
+		{"iptables-sync-period", !ipvs, mf.iptablesSyncPeriod, &sync.Duration},
+		{"iptables-min-sync-period", !ipvs, mf.iptablesMinSyncPeriod, &minSync.Duration},
+		{"ipvs-sync-period", ipvs, mf.ipvsSyncPeriod, &sync.Duration},
+		{"ipvs-min-sync-period", ipvs, mf.ipvsMinSyncPeriod, &minSync.Duration},
+		{"sync-period", true, mf.syncPeriod, &sync.Duration},
+		{"min-sync-period", true, mf.minSyncPeriod, &minSync.Duration},
+	} {
+		if f.when && fs.Changed(f.name) {
+			*f.to = f.value
 		}
 	}
-	return nil
+	if fs.Changed("masquerade-all") {
+		*masq = mf.masqueradeAll
+	}
+	// kube-proxy's deprecated port flags: 0 disables the server, another port is
+	// added to an address that lacks one.
+	cfg.HealthzBindAddress = addressFromPortFlag(cfg.HealthzBindAddress, mf.healthzPort)
+	cfg.MetricsBindAddress = addressFromPortFlag(cfg.MetricsBindAddress, mf.metricsPort)
+}
+
+func addressFromPortFlag(addr string, port int32) string {
+	if port == 0 {
+		return ""
+	}
+	if addr == "" {
+		return ""
+	}
+	return addressOrDefault(addr, "", int(port))
+}
+
+// copyLoggingFlags lets logging flags given on the command line override the file's
+// logging section, as kube-proxy does, so that `--config ... -v=5` works; vmodule
+// settings are joined, the flags' first.
+func copyLoggingFlags(from *pflag.FlagSet, to *logsapi.LoggingConfiguration) error {
+	// AddFlags resets the split-stream booleans to false (their flag default);
+	// kube-proxy loses the file's values there, svcproxy keeps them.
+	textSplit, jsonSplit := to.Options.Text.SplitStream, to.Options.JSON.SplitStream
+	var clone pflag.FlagSet
+	logsapi.AddFlags(to, &clone)
+	to.Options.Text.SplitStream, to.Options.JSON.SplitStream = textSplit, jsonSplit
+	vmodule := to.VModule
+	to.VModule = nil
+	var err error
+	clone.VisitAll(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		src := from.Lookup(f.Name)
+		if src == nil || !src.Changed {
+			return
+		}
+		if setErr := f.Value.Set(src.Value.String()); setErr != nil {
+			err = fmt.Errorf("copying flag --%s: %w", f.Name, setErr)
+		}
+	})
+	to.VModule = append(to.VModule, vmodule...)
+	return err
+}
+
+// isLoggingFlag reports whether name is one of component-base's logging flags.
+func isLoggingFlag(name string) bool {
+	var fs pflag.FlagSet
+	logsapi.AddFlags(logsapi.NewLoggingConfiguration(), &fs)
+	return fs.Lookup(name) != nil
+}
+
+// resolve reads what serve needs out of the effective configuration.
+func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) {
+	o.config = cfg
+	sync, minSync, masq, _ := modeSection(cfg)
+	o.kubeconfig = cfg.ClientConnection.Kubeconfig
+	o.hostnameOverride = cfg.HostnameOverride
+	o.clusterCIDR = cfg.ClusterCIDR
+	o.masqueradeAll = *masq
+	o.syncPeriod, o.minSyncPeriod = sync.Duration, minSync.Duration
+	o.metricsAddr, o.healthzAddr = cfg.MetricsBindAddress, cfg.HealthzBindAddress
+}
+
+func (o *options) warn(msg string, kv ...any) {
+	o.warnings = append(o.warnings, warning{msg: msg, kv: kv})
 }
 
 // warnUnknown logs flags that neither svcproxy nor kube-proxy define; they are

@@ -10,11 +10,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 )
 
@@ -34,9 +37,38 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	verflag.PrintAndExitIfRequested()
+	if err := startLogging(o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if o.writeConfigTo != "" {
+		if err := writeConfig(o.config, o.writeConfigTo); err != nil {
+			klog.ErrorS(err, "Writing the configuration failed")
+			klog.Flush()
+			return 1
+		}
+		klog.InfoS("Wrote configuration", "file", o.writeConfigTo)
+		klog.Flush()
+		return 0
+	}
+	if o.initOnly {
+		klog.InfoS("svcproxy needs no privileged initialization; --init-only exits")
+		klog.Flush()
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, o); err != nil {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.configFile != "" && !o.cleanup {
+		watchConfigFile(ctx, cancel, o.configFile, 2*time.Second)
+	}
+	err = serve(ctx, o)
+	if cause := context.Cause(ctx); errors.Is(cause, errConfigChanged) {
+		err = cause // exit non-zero, as kube-proxy, so that the pod restarts with the new file
+	}
+	if err != nil {
 		klog.ErrorS(err, "svcproxy failed")
 		klog.Flush()
 		return 1

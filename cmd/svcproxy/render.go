@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/spf13/pflag"
 
 	"github.com/svcproxy/svcproxy/deploy"
@@ -68,8 +70,8 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
 		fmt.Fprintf(os.Stderr, "skipping %s\n", p)
 	}
 	o := &options{clusterCIDR: *cidr}
-	if err := o.validateClusterCIDR(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if errs := validateClusterCIDRs(*cidr, field.NewPath("--cluster-cidr")); *cidr != "" && len(errs) > 0 {
+		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, nil, 2
 	}
 	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR()}

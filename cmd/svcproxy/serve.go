@@ -46,6 +46,7 @@ func serve(ctx context.Context, o *options) error {
 		return nil
 	}
 
+	applyOOMScoreAdj(o.config.OOMScoreAdj)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
@@ -88,7 +89,11 @@ func serve(ctx context.Context, o *options) error {
 	}
 	p = proxy.New(cfg)
 
-	if err := listen(ctx, "metrics", o.metricsAddr, metricsHandler(reg)); err != nil {
+	mh, err := metricsHandler(reg, o)
+	if err != nil {
+		return err
+	}
+	if err := listen(ctx, "metrics", o.metricsAddr, mh); err != nil {
 		return err
 	}
 
@@ -110,7 +115,7 @@ func serve(ctx context.Context, o *options) error {
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
 		}
-		waitReady, err = watchCluster(ctx, client, tracker)
+		waitReady, err = watchCluster(ctx, client, tracker, o.config.ConfigSyncPeriod.Duration)
 	}
 	if err != nil {
 		return err
@@ -121,11 +126,11 @@ func serve(ctx context.Context, o *options) error {
 	return p.Run(ctx, waitReady)
 }
 
-func metricsHandler(reg *prometheus.Registry) http.Handler {
+func metricsHandler(reg *prometheus.Registry, o *options) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(withComponentBaseMetrics(reg), promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	return mux
+	return mux, addKubeProxyEndpoints(mux, o.config)
 }
 
 // listen serves h on addr until ctx ends; an empty addr disables the server.
@@ -160,7 +165,8 @@ func nodeName(o *options) string {
 }
 
 // clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
-// --kubeconfig/--master.
+// --kubeconfig/--master; clientConnection's content types (protobuf by default),
+// QPS and burst.
 func clusterClient(o *options) (kubernetes.Interface, error) {
 	var cfg *rest.Config
 	var err error
@@ -173,6 +179,7 @@ func clusterClient(o *options) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "svcproxy"
+	applyClientConnection(cfg, o.config.ClientConnection)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -185,8 +192,8 @@ func clusterClient(o *options) (kubernetes.Interface, error) {
 // failed List/Watch every 250 ms themselves (endpoints.RetryingListerWatcher),
 // so a change made right after an API server outage arrives at once rather
 // than after client-go's backoff of up to a minute.
-func watchCluster(ctx context.Context, client kubernetes.Interface, tracker *endpoints.Tracker) (func(context.Context) bool, error) {
-	factory := informers.NewSharedInformerFactory(client, 15*time.Minute)
+func watchCluster(ctx context.Context, client kubernetes.Interface, tracker *endpoints.Tracker, resync time.Duration) (func(context.Context) bool, error) {
+	factory := informers.NewSharedInformerFactory(client, resync)
 	endpoints.UseRetryingInformers(factory, func(lo *metav1.ListOptions) {
 		lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
 	}, endpoints.RetryOptions{})

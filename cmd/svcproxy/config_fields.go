@@ -1,0 +1,180 @@
+package main
+
+import (
+	"reflect"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+// inertField is a KubeProxyConfiguration field svcproxy does not act on. Setting it
+// to something that asks for behaviour svcproxy lacks logs one warning naming it.
+type inertField struct {
+	path   string
+	why    string
+	value  func(c *kubeproxyconfig.KubeProxyConfiguration) any
+	asks   func(c *kubeproxyconfig.KubeProxyConfiguration) bool // nil: any value but kube-proxy's default
+	inMode func(mode kubeproxyconfig.ProxyMode) bool            // nil: in every mode
+}
+
+const (
+	whyNoNodePorts = "svcproxy proxies ClusterIPs only: no NodePorts"
+	whyNoMarks     = "svcproxy masquerades without packet marks"
+	whyConntrack   = "svcproxy never changes conntrack sysctls"
+	whyOtherMode   = "this section is not read in the configured mode (kube-proxy ignores it too)"
+	whyIPVS        = "svcproxy does not program IPVS"
+	whyWindows     = "Windows only"
+)
+
+// appliedFields are the KubeProxyConfiguration fields svcproxy acts on. Some are
+// also in inertFields, for the values it cannot honour.
+var appliedFields = []string{
+	"featureGates",       // the logging gates; others are warned about in parseFlags
+	"clientConnection.*", // kubeconfig, content types (protobuf by default), QPS, burst
+	"logging",            // component-base: format (text, json), verbosity, vmodule, flush frequency, options
+	"hostnameOverride",
+	"bindAddress",                                                             // the default server addresses' IP family
+	"healthzBindAddress",                                                      // /healthz and /livez
+	"metricsBindAddress",                                                      // /metrics, /healthz, /proxyMode, /configz
+	"bindAddressHardFail",                                                     // svcproxy always exits when it cannot bind, as with true
+	"enableProfiling",                                                         // /debug/pprof on the metrics address
+	"mode",                                                                    // nftables, iptables or blank pick the section below; ipvs is warned about
+	"iptables.masqueradeAll", "iptables.syncPeriod", "iptables.minSyncPeriod", // mode iptables or blank
+	"nftables.masqueradeAll", "nftables.syncPeriod", "nftables.minSyncPeriod", // mode nftables
+	"ipvs.syncPeriod", "ipvs.minSyncPeriod", // mode ipvs
+	"clusterCIDR",      // traffic from outside it is masqueraded
+	"oomScoreAdj",      // written to /proc/self/oom_score_adj
+	"configSyncPeriod", // the informers' resync period
+}
+
+// inertFields are the KubeProxyConfiguration fields svcproxy does not apply (or not
+// with every value).
+var inertFields = []inertField{
+	{path: "mode", why: "svcproxy always programs nftables", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Mode },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Mode == modeIPVS }},
+	{path: "bindAddress", why: "svcproxy has no LoadBalancer source ranges, for which kube-proxy takes it as the node IP", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.BindAddress },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return c.BindAddress != "0.0.0.0" && c.BindAddress != "::"
+		}},
+	{path: "showHiddenMetricsForVersion", why: "svcproxy hides no metrics", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.ShowHiddenMetricsForVersion }},
+	{path: "iptables.masqueradeBit", why: whyNoMarks, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.MasqueradeBit }},
+	{path: "iptables.localhostNodePorts", why: whyNoNodePorts, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.LocalhostNodePorts }},
+	{path: "iptables.masqueradeAll", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.MasqueradeAll },
+		inMode: only(modeNFTables)},
+	{path: "iptables.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.SyncPeriod },
+		inMode: only(modeNFTables, modeIPVS)},
+	{path: "iptables.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.MinSyncPeriod },
+		inMode: only(modeNFTables, modeIPVS)},
+	{path: "nftables.masqueradeBit", why: whyNoMarks, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.NFTables.MasqueradeBit }},
+	{path: "nftables.masqueradeAll", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.MasqueradeAll },
+		inMode: only("", modeIPTables, modeIPVS)},
+	{path: "nftables.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.SyncPeriod },
+		inMode: only("", modeIPTables, modeIPVS)},
+	{path: "nftables.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.MinSyncPeriod },
+		inMode: only("", modeIPTables, modeIPVS)},
+	{path: "ipvs.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.SyncPeriod },
+		inMode: only("", modeIPTables, modeNFTables)},
+	{path: "ipvs.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.MinSyncPeriod },
+		inMode: only("", modeIPTables, modeNFTables)},
+	{path: "ipvs.scheduler", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.Scheduler }},
+	{path: "ipvs.excludeCIDRs", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.ExcludeCIDRs },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return len(c.IPVS.ExcludeCIDRs) > 0 }},
+	{path: "ipvs.strictARP", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.StrictARP }},
+	{path: "ipvs.tcpTimeout", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.TCPTimeout }},
+	{path: "ipvs.tcpFinTimeout", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.TCPFinTimeout }},
+	{path: "ipvs.udpTimeout", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.UDPTimeout }},
+	{path: "winkernel.networkName", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Winkernel.NetworkName }},
+	{path: "winkernel.sourceVip", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Winkernel.SourceVip }},
+	{path: "winkernel.enableDSR", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Winkernel.EnableDSR }},
+	{path: "winkernel.rootHnsEndpointName", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Winkernel.RootHnsEndpointName }},
+	{path: "winkernel.forwardHealthCheckVip", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Winkernel.ForwardHealthCheckVip }},
+	{path: "windowsRunAsService", why: whyWindows, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.WindowsRunAsService }},
+	{path: "detectLocalMode", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocalMode },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return c.DetectLocalMode != "" && c.DetectLocalMode != "ClusterCIDR"
+		}},
+	{path: "detectLocal.bridgeInterface", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.BridgeInterface }},
+	{path: "detectLocal.interfaceNamePrefix", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.InterfaceNamePrefix }},
+	{path: "nodePortAddresses", why: whyNoNodePorts, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NodePortAddresses },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return len(c.NodePortAddresses) > 0 }},
+	{path: "portRange", why: "kube-proxy ignores it too (userspace mode is gone)", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.PortRange }},
+	// Conntrack: 0 means "leave the kernel's value", which is what svcproxy does; a
+	// value would make kube-proxy write a sysctl. kube-proxy's non-zero defaults are
+	// not warned about (documented instead), or every start would warn.
+	{path: "conntrack.maxPerCore", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.MaxPerCore },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return *c.Conntrack.MaxPerCore > 0 && *c.Conntrack.MaxPerCore != 32*1024
+		}},
+	{path: "conntrack.min", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.Min },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return *c.Conntrack.MaxPerCore > 0 && *c.Conntrack.Min != 128*1024
+		}},
+	{path: "conntrack.tcpEstablishedTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.TCPEstablishedTimeout },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return positiveNot(c.Conntrack.TCPEstablishedTimeout.Duration, 24*time.Hour)
+		}},
+	{path: "conntrack.tcpCloseWaitTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.TCPCloseWaitTimeout },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
+			return positiveNot(c.Conntrack.TCPCloseWaitTimeout.Duration, time.Hour)
+		}},
+	{path: "conntrack.tcpBeLiberal", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.TCPBeLiberal }},
+	{path: "conntrack.udpTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.UDPTimeout },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Conntrack.UDPTimeout.Duration > 0 }},
+	{path: "conntrack.udpStreamTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.UDPStreamTimeout },
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Conntrack.UDPStreamTimeout.Duration > 0 }},
+}
+
+func only(modes ...kubeproxyconfig.ProxyMode) func(kubeproxyconfig.ProxyMode) bool {
+	return func(m kubeproxyconfig.ProxyMode) bool {
+		for _, x := range modes {
+			if m == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func positiveNot(d, def time.Duration) bool { return d > 0 && d != def }
+
+// notApplicable returns one warning per field of c that asks for something svcproxy
+// does not do.
+func notApplicable(c *kubeproxyconfig.KubeProxyConfiguration) []warning {
+	def := defaultConfig()
+	var out []warning
+	for _, f := range inertFields {
+		if f.inMode != nil && !f.inMode(c.Mode) {
+			continue
+		}
+		asks := f.asks != nil && f.asks(c) || f.asks == nil && !reflect.DeepEqual(f.value(c), f.value(def))
+		if asks {
+			out = append(out, warning{msg: "Configuration field has no effect in svcproxy", kv: []any{"field", f.path, "value", f.value(c), "reason", f.why}})
+		}
+	}
+	return out
+}
+
+// featureGates returns the gates svcproxy acts on (component-base's logging gates)
+// set from the configuration, and the names of the other gates, sorted. kube-proxy
+// refuses gates it does not know; svcproxy cannot know kube-proxy's list, so a
+// kube-proxy gate is only warned about.
+func featureGates(m map[string]bool) (featuregate.FeatureGate, []string, error) {
+	gates := featuregate.NewVersionedFeatureGate(version.MustParse("1.37"))
+	if err := logsapi.AddFeatureGates(gates); err != nil {
+		panic(err) // static registration, cannot fail
+	}
+	known, unknown := map[string]bool{}, []string(nil)
+	for name, v := range m {
+		if _, ok := gates.GetAll()[featuregate.Feature(name)]; ok {
+			known[name] = v
+		} else {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	return gates, unknown, gates.SetFromMap(known)
+}
