@@ -209,7 +209,9 @@ func TestKubeadmDaemonSetReachesServer(t *testing.T) {
 		return fmt.Errorf("requests so far: %+v", seen)
 	}))
 	client := node.HTTPClient(time.Second)
-	poll.Eventually(t, 5*time.Second, "kube-proxy's addresses served", poll.NoError(func() error {
+	// The fake API server never returns the Node, so /healthz on 10256 starts only
+	// once nodeWait has passed, as kube-proxy's does.
+	poll.Eventually(t, nodeWait+10*time.Second, "kube-proxy's addresses served", poll.NoError(func() error {
 		for url, wantBody := range map[string]string{
 			"http://127.0.0.1:10249/proxyMode": "nftables",
 			"http://127.0.0.1:10249/healthz":   "ok",
