@@ -299,11 +299,12 @@ func addContractNode(t *testing.T, ctx context.Context) *node {
 
 // contractCommand is the command line that runs the container's process in
 // the node's namespace as a container runtime would, as far as svcproxy can
-// tell: exactly the pod's environment (env -i), a private mount namespace
-// (never the host's mounts) where the ServiceAccount directory is mounted
-// read-only at its in-pod path, then setpriv: the pod's user and group, no
-// supplementary groups, bounding set = the pod's capabilities, no inheritable
-// or ambient ones, and no_new_privs when the pod disallows escalation.
+// tell: a private mount namespace (never the host's mounts) where the
+// ServiceAccount directory is mounted read-only at its in-pod path, the
+// working directory /, exactly the pod's environment (env -i), then setpriv:
+// the pod's user and group, no supplementary groups, bounding set = the pod's
+// capabilities, no inheritable or ambient ones, and no_new_privs when the pod
+// disallows escalation.
 func contractCommand(t *testing.T, ctr *podContainer, binary, saDir string) []string {
 	t.Helper()
 	abs := func(cmd string) string {
@@ -325,6 +326,7 @@ func contractCommand(t *testing.T, ctr *podContainer, binary, saDir string) []st
 %[2]s -p %[3]s
 %[1]s --bind '%[4]s' %[3]s
 %[1]s -o remount,bind,ro %[3]s
+cd /
 exec "$@"`, abs("mount"), abs("mkdir"), saMountPath, saDir)
 	caps := "-all"
 	for _, c := range ctr.caps {
@@ -338,8 +340,10 @@ exec "$@"`, abs("mount"), abs("mkdir"), saMountPath, saDir)
 		priv = append(priv, "--no-new-privs")
 	}
 	priv = append(priv, "--", binary)
-	argv := append([]string{abs("env"), "-i"}, ctr.env...)
-	argv = append(argv, abs("unshare"), "--mount", "--propagation=private", "--", abs("sh"), "-c", script, "sh")
+	// env -i last, so that the shell adds nothing (dash exports PWD) and
+	// keeps kubelet's order.
+	argv := []string{abs("unshare"), "--mount", "--propagation=private", "--", abs("sh"), "-c", script, "sh", abs("env"), "-i"}
+	argv = append(argv, ctr.env...)
 	argv = append(argv, priv...)
 	return append(argv, ctr.argv[1:]...)
 }
