@@ -1,5 +1,5 @@
 # Thin targets; the scripts in hack/ do the work.
-.PHONY: demo test bench build render e2e e2e-matrix clean
+.PHONY: demo test bench build image render e2e e2e-matrix clean
 
 demo:
 	hack/demo.sh
@@ -12,6 +12,12 @@ bench:
 
 build:
 	mkdir -p bin && go build -ldflags "$$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
+
+# An OCI image archive without a container engine: bin/svcproxy-image.tar
+# (make image IMAGE=name:tag to name it otherwise); prints its size.
+IMAGE ?= svcproxy:dev
+image:
+	go run ./hack/image -o bin/svcproxy-image.tar -tag $(IMAGE)
 
 render: build
 	bin/svcproxy render

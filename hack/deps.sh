@@ -18,6 +18,7 @@ if [ "$purpose" = test ]; then
   want conntrack conntrack "tests compare svcproxy's netlink conntrack cleanup with the conntrack tool"
   want iptables iptables "tests check that svcproxy leaves other programs' iptables-nft rules alone"
   want prometheus prometheus "a real Prometheus scrapes svcproxy's metrics in the metrics test"
+  want ctr containerd "hack/image's TestCtrImport loads the image as kind load image-archive does, into a containerd of its own (own root and socket, never the system one), and runs it with runc"
 fi
 
 install() {
@@ -30,12 +31,14 @@ if [ "${#need[@]}" -gt 0 ]; then
   printf 'deps (%s): installing with apt\n' "$purpose" >&2
   printf '  %s\n' "${why[@]}" >&2
   if ! install "${need[@]}"; then
-    # Prometheus' package may try to start a system service; without it the metrics
-    # test says it skipped, so try the rest on their own.
+    # Prometheus' and containerd's packages may try to start a system service;
+    # without them the metrics test and TestCtrImport say they skipped, so try the
+    # rest on their own.
     rest=()
-    for p in "${need[@]}"; do [ "$p" = prometheus ] || rest+=("$p"); done
+    for p in "${need[@]}"; do [ "$p" = prometheus ] || [ "$p" = containerd ] || rest+=("$p"); done
     [ "${#rest[@]}" -gt 0 ] && install "${rest[@]}"
     command -v prometheus >/dev/null || echo "deps: prometheus could not be installed; the Prometheus test will skip" >&2
+    command -v ctr >/dev/null || echo "deps: containerd could not be installed; TestCtrImport will skip" >&2
   fi
 fi
 # The demo's go build fetches only the modules it compiles; tests need them all.

@@ -34,6 +34,9 @@ mkdir -p bin
 go build -tags e2e -o bin/e2e-nodeagent ./test/e2e/nodeagent
 if [[ $PROXY == svcproxy ]]; then
 	go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
+	# The pod contract scenario runs the binary it takes out of this image,
+	# as the DaemonSet's pod would.
+	go run ./hack/image -o bin/svcproxy-image.tar -tag svcproxy:dev
 fi
 
 # Per-run prefix: the pid lets the next run remove namespaces of a killed run.
@@ -63,6 +66,7 @@ echo "e2e: PROXY=$PROXY k8s binaries $bins prefix $prefix" >&2
 E2E_K8S_BINS="$bins" \
 	E2E_NODEAGENT_BIN="$root/bin/e2e-nodeagent" \
 	E2E_SVCPROXY_BIN="$root/bin/svcproxy" \
+	E2E_IMAGE_TAR="$root/bin/svcproxy-image.tar" \
 	E2E_PREFIX="$prefix" \
 	bin/e2e.test "${args[@]}" &
 testpid=$!

@@ -39,6 +39,7 @@ var scenarios = []struct{ test, title string }{
 	{"TestSwapFromKubeProxyNftables", "12. Swap kube-proxy (nftables) → svcproxy node by node under load (svcproxy run only)"},
 	{"TestSwapBackToKubeProxy", "13. Way back: svcproxy `--cleanup`, kube-proxy (iptables) (svcproxy run only)"},
 	{"TestSwapBackToKubeProxyWithoutGap", "14. Way back: kube-proxy (iptables), then `svcproxy --cleanup --takeover=false` (svcproxy run only)"},
+	{"TestPodContract", "15. Started as deploy/'s DaemonSet pod (own token, NET_ADMIN only, image binary) (svcproxy run only)"},
 }
 
 var order = []string{"svcproxy", "kube-proxy-iptables", "kube-proxy-nftables"}
@@ -55,6 +56,7 @@ var cellMetrics = map[string][]struct{ key, label string }{
 	"TestSwapFromKubeProxyNftables":     swapCell,
 	"TestSwapBackToKubeProxy":           swapCell,
 	"TestSwapBackToKubeProxyWithoutGap": swapCell,
+	"TestPodContract":                   {{"healthy_after_ms", "healthy after %s ms"}},
 }
 
 var swapCell = []struct{ key, label string }{
