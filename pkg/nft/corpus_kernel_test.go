@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // TestGenerateFuzzCorpus captures real kernel dump messages (sets, elements, chains,
@@ -88,7 +89,7 @@ add element ip sample affinity { 10.244.2.9 . 10.96.0.10 . tcp . 80 timeout 1m :
 }
 
 func ruleUserDataOf(msg []byte) []byte {
-	ad, err := attrs(msg)
+	ad, err := nlattr.Msg(msg)
 	if err != nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // nft loads "ct original ip daddr" with NFT_CT_DST_IP and a direction. google/nftables
@@ -39,7 +41,7 @@ func patchCtKey(elem []byte) {
 	_ = walkAttrs(elem, func(t uint16, _ int, v []byte) {
 		switch t {
 		case unix.NFTA_EXPR_NAME:
-			name = cString(v)
+			name = nlattr.CString(v)
 		case unix.NFTA_EXPR_DATA:
 			data = v
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // The decoders below turn the kernel's dump messages (the nfgenmsg header and its
@@ -29,27 +31,6 @@ const (
 	nfAccept     = 1 // NF_ACCEPT
 	nftaHookDevs = 4 // NFTA_HOOK_DEVS
 )
-
-func attrs(data []byte) (*netlink.AttributeDecoder, error) {
-	if len(data) < 4 {
-		return nil, fmt.Errorf("message of %d bytes has no nfgenmsg header", len(data))
-	}
-	ad, err := netlink.NewAttributeDecoder(data[4:])
-	if err != nil {
-		return nil, fmt.Errorf("decode attributes: %w", err)
-	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
-}
-
-func nested(b []byte) (*netlink.AttributeDecoder, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("decode nested attributes: %w", err)
-	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
-}
 
 // userdataGet returns the value of the first TLV of type typ in nftables user data
 // (type byte, length byte, value), checking every length against what is left.
@@ -84,7 +65,7 @@ const foreignRuleHash uint64 = 0
 
 // decodeRule returns the table, chain and hash of an NFT_MSG_NEWRULE message.
 func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
-	ad, err := attrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -92,9 +73,9 @@ func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
-			table = cString(ad.Bytes()) // C semantics, as the kernel reads it: an embedded NUL ends the name
+			table = nlattr.CString(ad.Bytes()) // C semantics, as the kernel reads it: an embedded NUL ends the name
 		case unix.NFTA_RULE_CHAIN:
-			chain = cString(ad.Bytes())
+			chain = nlattr.CString(ad.Bytes())
 		case unix.NFTA_RULE_USERDATA:
 			hash, _ = ruleHashOf(ad.Bytes())
 		}
@@ -107,7 +88,7 @@ func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
 
 // decodeChain returns the table, name and view of an NFT_MSG_NEWCHAIN message.
 func decodeChain(data []byte) (table, name string, cv ChainView, err error) {
-	ad, err := attrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", "", ChainView{}, err
 	}
@@ -116,11 +97,11 @@ func decodeChain(data []byte) (table, name string, cv ChainView, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_CHAIN_TABLE:
-			table = cString(ad.Bytes())
+			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_NAME:
-			name = cString(ad.Bytes())
+			name = nlattr.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_TYPE:
-			typ = cString(ad.Bytes())
+			typ = nlattr.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_POLICY:
 			if p := ad.Uint32(); p != nfAccept {
 				cv.Policy = fmt.Sprintf("policy(%d)", p)
@@ -171,7 +152,7 @@ func hookName(h nftables.ChainHook) string {
 // no desired set, so the plan deletes it or, if its name is one of ours, the table is
 // recreated. anonymous reports a set bound to a rule (it lives and dies with the rule).
 func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
-	ad, err := attrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", nil, false, err
 	}
@@ -181,9 +162,9 @@ func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_SET_TABLE:
-			table = cString(ad.Bytes())
+			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_SET_NAME:
-			s.Name = cString(ad.Bytes())
+			s.Name = nlattr.CString(ad.Bytes())
 		case unix.NFTA_SET_FLAGS:
 			flags = ad.Uint32()
 		case unix.NFTA_SET_KEY_TYPE:
@@ -286,16 +267,16 @@ func valueLen(ts []DataType) int {
 // does not fit s (a catch-all element, a key or value of another length) makes the
 // whole set foreign (errForeign): svcproxy cannot name it to delete it.
 func decodeElements(s *Set, data []byte) (table, set string, out []Element, err error) {
-	ad, err := attrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", "", nil, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_SET_ELEM_LIST_TABLE:
-			table = cString(ad.Bytes())
+			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_SET:
-			set = cString(ad.Bytes())
+			set = nlattr.CString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
 			ad.Nested(func(nd *netlink.AttributeDecoder) error {
 				for nd.Next() {
@@ -319,7 +300,7 @@ func decodeElements(s *Set, data []byte) (table, set string, out []Element, err 
 }
 
 func decodeElement(s *Set, b []byte) (Element, error) {
-	ad, err := nested(b)
+	ad, err := nlattr.Nested(b)
 	if err != nil {
 		return Element{}, err
 	}
@@ -384,7 +365,7 @@ func decodeElement(s *Set, b []byte) (Element, error) {
 
 // dataValue returns the NFTA_DATA_VALUE inside an NFTA_SET_ELEM_KEY (nil if absent).
 func dataValue(b []byte) []byte {
-	ad, err := nested(b)
+	ad, err := nlattr.Nested(b)
 	if err != nil {
 		return nil
 	}
@@ -403,7 +384,7 @@ func dataValue(b []byte) []byte {
 // decodeData returns an element's value: bytes (NFTA_DATA_VALUE) or a verdict
 // (NFTA_DATA_VERDICT).
 func decodeData(b []byte) ([]byte, *Verdict, error) {
-	ad, err := nested(b)
+	ad, err := nlattr.Nested(b)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // Dynamic sets and maps are filled by the kernel (update @set), so they are not part
@@ -29,7 +31,7 @@ func (n *Netlink) DynamicElements(ctx context.Context, family Family, table stri
 		return nil, fmt.Errorf("dial netlink: %w", err)
 	}
 	defer conn.Close()
-	_ = setBuffers(conn)
+	_ = nlattr.RaiseBuffers(conn, socketBuffer)
 	return readElements(conn, family, table, s)
 }
 

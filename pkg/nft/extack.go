@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // Netlink reply decoding for sendBatch: the kernel's acknowledgements and errors,
@@ -110,7 +112,7 @@ func parseAck(m replyMsg) (ackError, error) {
 	err := walkAttrs(rest, func(typ uint16, _ int, v []byte) {
 		switch typ {
 		case nlmsgerrAttrMsg:
-			a.Msg = cString(v)
+			a.Msg = nlattr.CString(v)
 		case nlmsgerrAttrOffs:
 			if len(v) >= 4 {
 				a.Offset, a.HasOffset = binary.NativeEndian.Uint32(v), true
@@ -143,13 +145,4 @@ func walkAttrs(b []byte, fn func(typ uint16, off int, v []byte)) error {
 		b, off = b[aligned:], off+aligned
 	}
 	return nil
-}
-
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // ErrOutcomeUnknown wraps a failure after which the kernel may or may not have
@@ -51,32 +53,11 @@ const elementsPerMessage = 512
 const ruleHashType userdata.Type = 0xbe
 
 func (n *Netlink) conn() (*nftables.Conn, error) {
-	opts := []nftables.ConnOption{nftables.WithSockOptions(setBuffers)}
+	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlattr.RaiseBuffers(c, socketBuffer) })}
 	if n.NetNSFd != 0 {
 		opts = append(opts, nftables.WithNetNSFd(n.NetNSFd))
 	}
 	return nftables.New(opts...)
-}
-
-// setBuffers raises the socket buffers past the system limits (root only), so that a
-// whole cold load fits in one batch.
-func setBuffers(c *netlink.Conn) error {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = raw.Control(func(fd uintptr) {
-		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer); e != nil {
-			serr = e
-			return
-		}
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // Apply sends the transaction as one netlink batch.
@@ -179,7 +160,7 @@ func (n *Netlink) sendBatch(tx *Tx, msgs []netlink.Message) error {
 		return fmt.Errorf("dial netlink: %w", err)
 	}
 	defer conn.Close()
-	if err := setBuffers(conn); err != nil {
+	if err := nlattr.RaiseBuffers(conn, socketBuffer); err != nil {
 		return fmt.Errorf("netlink socket buffers: %w", err)
 	}
 	_ = conn.SetOption(netlink.CapAcknowledge, true)

@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // Read returns what the kernel holds in the table. Rules are read as hashes only (from
@@ -33,7 +35,7 @@ func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *Vie
 	}
 	defer conn.Close()
 	// Large tables come back in many dump messages; do not let the socket drop them.
-	_ = setBuffers(conn)
+	_ = nlattr.RaiseBuffers(conn, socketBuffer)
 	v = NewView()
 	flags, exists, err := readTable(conn, family, table)
 	if err != nil || !exists {
@@ -75,7 +77,7 @@ func readTable(conn *netlink.Conn, family Family, table string) (flags uint32, e
 		return 0, false, fmt.Errorf("get table %s %s: %w", family, table, err)
 	}
 	for _, m := range msgs {
-		ad, err := attrs(m.Data)
+		ad, err := nlattr.Msg(m.Data)
 		if err != nil {
 			continue
 		}

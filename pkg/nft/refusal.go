@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // RefusedError is one message of a batch that the kernel refused: its reason (the
@@ -69,7 +71,7 @@ func refusal(tx *Tx, sent []netlink.Message, i int, a ackError) *RefusedError {
 		var s string
 		_ = walkAttrs(attrs, func(t uint16, _ int, v []byte) {
 			if t == typ {
-				s = cString(v)
+				s = nlattr.CString(v)
 			}
 		})
 		return s
@@ -137,7 +139,7 @@ func ruleChain(attrs []byte) string {
 	var s string
 	_ = walkAttrs(attrs, func(t uint16, _ int, v []byte) {
 		if t == unix.NFTA_RULE_CHAIN {
-			s = cString(v)
+			s = nlattr.CString(v)
 		}
 	})
 	return s

@@ -7,6 +7,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // A set's user data (NFTA_SET_USERDATA) tells nft how to type its key and data:
@@ -144,7 +146,7 @@ func withSetUserData(msgs []netlink.Message, sets []*Set) error {
 		var name string
 		_ = walkAttrs(m.Data[4:], func(t uint16, _ int, v []byte) {
 			if t == unix.NFTA_SET_NAME {
-				name = cString(v)
+				name = nlattr.CString(v)
 			}
 		})
 		s := byName[name]

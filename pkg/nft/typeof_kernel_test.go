@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // The typeof user data we write is byte for byte what nft itself writes for the same
@@ -49,7 +50,7 @@ func TestKernelTypeofUserDataMatchesNft(t *testing.T) {
 		_ = walkAttrs(m.Data[4:], func(typ uint16, _ int, v []byte) {
 			switch typ {
 			case unix.NFTA_SET_NAME:
-				name = cString(v)
+				name = nlattr.CString(v)
 			case unix.NFTA_SET_USERDATA:
 				ud = v
 			}

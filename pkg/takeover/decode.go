@@ -1,12 +1,13 @@
 package takeover
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // The decoders below read the kernel's chain and rule dump messages of iptables-nft's
@@ -16,43 +17,19 @@ import (
 // its immediate expressions are read: that is how iptables-nft encodes `-j CHAIN` and
 // `-g CHAIN`, and all the plan needs.
 
-func msgAttrs(data []byte) (*netlink.AttributeDecoder, error) {
-	if len(data) < 4 {
-		return nil, fmt.Errorf("message of %d bytes has no nfgenmsg header", len(data))
-	}
-	return nestedAttrs(data[4:])
-}
-
-func nestedAttrs(b []byte) (*netlink.AttributeDecoder, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("decode attributes: %w", err)
-	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
-}
-
-// cString reads a name as the kernel does: up to its first NUL.
-func cString(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
 // decodeChainMsg returns the table and name of an NFT_MSG_NEWCHAIN message, and
 // whether the chain is a base chain (attached to a hook).
 func decodeChainMsg(data []byte) (table, name string, base bool, err error) {
-	ad, err := msgAttrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", "", false, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_CHAIN_TABLE:
-			table = cString(ad.Bytes())
+			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_NAME:
-			name = cString(ad.Bytes())
+			name = nlattr.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_HOOK:
 			base = true
 		}
@@ -66,16 +43,16 @@ func decodeChainMsg(data []byte) (table, name string, base bool, err error) {
 // decodeRuleMsg returns the table, chain and handle of an NFT_MSG_NEWRULE message, and
 // the chains its immediate verdicts jump or go to.
 func decodeRuleMsg(data []byte) (table, chain string, r ruleInfo, err error) {
-	ad, err := msgAttrs(data)
+	ad, err := nlattr.Msg(data)
 	if err != nil {
 		return "", "", ruleInfo{}, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
-			table = cString(ad.Bytes())
+			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_RULE_CHAIN:
-			chain = cString(ad.Bytes())
+			chain = nlattr.CString(ad.Bytes())
 		case unix.NFTA_RULE_HANDLE:
 			r.Handle = ad.Uint64()
 		case unix.NFTA_RULE_EXPRESSIONS:
@@ -105,7 +82,7 @@ func decodeRuleMsg(data []byte) (table, chain string, r ruleInfo, err error) {
 // decodeExprTarget returns the chain an expression jumps or goes to: the verdict of an
 // immediate expression into the verdict register; "" for any other expression.
 func decodeExprTarget(b []byte) (string, error) {
-	ad, err := nestedAttrs(b)
+	ad, err := nlattr.Nested(b)
 	if err != nil {
 		return "", err
 	}
@@ -114,7 +91,7 @@ func decodeExprTarget(b []byte) (string, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_EXPR_NAME:
-			name = cString(ad.Bytes())
+			name = nlattr.CString(ad.Bytes())
 		case unix.NFTA_EXPR_DATA:
 			data = ad.Bytes()
 		}
@@ -129,7 +106,7 @@ func decodeExprTarget(b []byte) (string, error) {
 }
 
 func decodeImmediateTarget(b []byte) (string, error) {
-	ad, err := nestedAttrs(b)
+	ad, err := nlattr.Nested(b)
 	if err != nil {
 		return "", err
 	}
@@ -155,7 +132,7 @@ func decodeImmediateTarget(b []byte) (string, error) {
 							case unix.NFTA_VERDICT_CODE:
 								code = int32(v.Uint32())
 							case unix.NFTA_VERDICT_CHAIN:
-								chain = cString(v.Bytes())
+								chain = nlattr.CString(v.Bytes())
 							}
 						}
 						if code == unix.NFT_JUMP || code == unix.NFT_GOTO {

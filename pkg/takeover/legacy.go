@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // iptables-legacy (x_tables) cannot be edited over netlink, and rewriting its
@@ -162,8 +163,8 @@ func legacyChainNames(blob []byte, targetOffsetField int) []string {
 		}
 		if target > 0 && target+targetHead < next {
 			t := blob[off+target : off+next]
-			if cString(t[2:31]) == "ERROR" {
-				if name := cString(t[targetHead:min(len(t), targetHead+tableNameLen)]); name != "ERROR" && name != "" {
+			if nlattr.CString(t[2:31]) == "ERROR" {
+				if name := nlattr.CString(t[targetHead:min(len(t), targetHead+tableNameLen)]); name != "ERROR" && name != "" {
 					out = append(out, name)
 				}
 			}

@@ -9,6 +9,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // families are the nf_tables families kube-proxy writes in: iptables-nft's `ip` and
@@ -121,7 +123,7 @@ func (p familyPlan) report(r *Report) {
 // of it or nothing, so traffic never meets a half-removed kube-proxy (a jump into a
 // chain already emptied).
 func commitFamily(nsFd int, nf nftables.TableFamily, fp familyPlan) error {
-	opts := []nftables.ConnOption{nftables.WithSockOptions(raiseBuffers)}
+	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlattr.RaiseBuffers(c, socketBuffer) })}
 	if nsFd != 0 {
 		opts = append(opts, nftables.WithNetNSFd(nsFd))
 	}
@@ -157,25 +159,6 @@ func commitFamily(nsFd int, nf nftables.TableFamily, fp familyPlan) error {
 // socketBuffer fits the batch and the acknowledgements of a big kube-proxy ruleset
 // (tens of thousands of chains); root may exceed the system limits.
 const socketBuffer = 64 << 20
-
-func raiseBuffers(c *netlink.Conn) error {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = raw.Control(func(fd uintptr) {
-		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, socketBuffer); e != nil {
-			serr = e
-			return
-		}
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, socketBuffer)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
-}
 
 // readFamily reads the iptables-nft tables kube-proxy writes in (those that exist) and
 // whether the kube-proxy table exists.
@@ -284,13 +267,13 @@ func tableNames(conn *netlink.Conn, family byte) (map[string]bool, error) {
 	}
 	names := map[string]bool{}
 	for _, m := range msgs {
-		ad, err := msgAttrs(m.Data)
+		ad, err := nlattr.Msg(m.Data)
 		if err != nil {
 			return nil, err
 		}
 		for ad.Next() {
 			if ad.Type() == unix.NFTA_TABLE_NAME {
-				names[cString(ad.Bytes())] = true
+				names[nlattr.CString(ad.Bytes())] = true
 			}
 		}
 		if err := ad.Err(); err != nil {
