@@ -132,9 +132,10 @@ func TestTakeoverAtStartKeepsTrafficFlowing(t *testing.T) {
 		failures []string
 		wg       sync.WaitGroup
 	)
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	start := time.Now()
 	go func() {
+		defer close(stopped) // wg.Add must not race wg.Wait
 		tick := time.NewTicker(time.Second / 20)
 		defer tick.Stop()
 		for n := 0; ; n++ {
@@ -166,6 +167,7 @@ func TestTakeoverAtStartKeepsTrafficFlowing(t *testing.T) {
 	tookOver := time.Since(start)
 	time.Sleep(time.Second) // traffic on our rules alone
 	close(stop)
+	<-stopped
 	wg.Wait()
 	t.Logf("svcproxy started at 500ms, kube-proxy's rules gone by %v; answers %v", tookOver.Round(time.Millisecond), answers)
 	if len(failures) > 0 {
