@@ -7,10 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/events"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -41,33 +40,29 @@ type Events struct {
 	recorder    record.EventRecorder
 	uid         func(namespace, name string) types.UID
 	// nodeEvents sends the start-up Event through events.k8s.io/v1, as
-	// kube-proxy does.
-	nodeEvents events.EventBroadcaster
+	// kube-proxy does (see startup_event.go).
+	nodeEvents typedeventsv1.EventsGetter
 	node       string
 }
 
 // connect sends later Warns to the apiserver too; uid supplies the Service's UID for
 // the Event's involvedObject (empty if unknown). Call it before anything may Warn.
-func (e *Events) connect(client kubernetes.Interface, node string, uid func(namespace, name string) types.UID) {
+func (e *Events) connect(client cluster, node string, uid func(namespace, name string) types.UID) {
 	e.broadcaster = record.NewBroadcaster()
-	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.core.Events("")})
 	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "svcproxy", Host: node})
 	e.uid = uid
-	e.nodeEvents = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	e.nodeEvents = client.events
 	e.node = node
 }
 
-// Started records kube-proxy's start-up Event on this node's Node object.
+// Started records kube-proxy's start-up Event on this node's Node object, in the
+// background, until ctx ends.
 func (e *Events) Started(ctx context.Context) {
 	if e == nil || e.nodeEvents == nil {
 		return
 	}
-	if err := e.nodeEvents.StartRecordingToSinkWithContext(ctx); err != nil {
-		klog.ErrorS(err, "Cannot send the start-up Event")
-		return
-	}
-	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: e.node}
-	e.nodeEvents.NewRecorder(scheme.Scheme, "svcproxy").Eventf(ref, nil, corev1.EventTypeNormal, ReasonStarting, actionStartKubeProxy, "")
+	go sendStartupEvent(ctx, e.nodeEvents, e.node, startupRetry)
 }
 
 // Warn records a Warning Event with reason and message on the Service namespace/name.
@@ -88,9 +83,6 @@ func (e *Events) Warn(namespace, name, reason, message string) {
 func (e *Events) Shutdown() {
 	if e != nil && e.broadcaster != nil {
 		e.broadcaster.Shutdown()
-	}
-	if e != nil && e.nodeEvents != nil {
-		e.nodeEvents.Shutdown()
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestConflictEventOnTheLoser(t *testing.T) {
 	events := &Events{}
 	defer events.Shutdown()
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, gauge)})
-	events.connect(client, "node-a", trackerUID(tr))
+	events.connect(fakeCluster(client), "node-a", trackerUID(tr))
 
 	t0 := time.Unix(1_700_000_000, 0)
 	old, young := conflictService("old", "u-old", t0), conflictService("young", "u-young", t0.Add(time.Minute))
@@ -95,7 +96,7 @@ func TestStartedEventOnTheNode(t *testing.T) {
 	client := fake.NewClientset()
 	events := &Events{}
 	defer events.Shutdown()
-	events.connect(client, "node-a", nil)
+	events.connect(fakeCluster(client), "node-a", nil)
 	events.Started(t.Context())
 
 	var got []eventsv1.Event
@@ -113,6 +114,12 @@ func TestStartedEventOnTheNode(t *testing.T) {
 		e.ReportingController != "svcproxy" {
 		t.Fatalf("events %+v", got)
 	}
+	// What client-go's tools/events recorder also set, which svcproxy now does itself.
+	hostname, _ := os.Hostname()
+	if e.Namespace != "default" || !strings.HasPrefix(e.Name, "node-a.") || e.ReportingInstance != "svcproxy-"+hostname ||
+		e.EventTime.IsZero() || e.Series != nil {
+		t.Fatalf("event %+v", e)
+	}
 }
 
 // TestServiceWarningsAreRateLimited: a Service whose refusal reason keeps changing
@@ -122,7 +129,7 @@ func TestServiceWarningsAreRateLimited(t *testing.T) {
 	client := fake.NewClientset()
 	events := &Events{}
 	defer events.Shutdown()
-	events.connect(client, "node-a", nil)
+	events.connect(fakeCluster(client), "node-a", nil)
 	const warns = 60
 	for i := range warns {
 		events.Warn("ns", "web", ReasonKernelRefused, fmt.Sprintf("the kernel refuses this Service's rules: error %d", i))

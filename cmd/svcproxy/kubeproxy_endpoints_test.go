@@ -65,7 +65,7 @@ func TestClusterClientContentTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := client.CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
+			if _, err := client.core.Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if got := api.lastAccept(); got != tc.wantAccept {
@@ -89,7 +89,7 @@ func TestMetricsAddressEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
+	if _, err := client.core.Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

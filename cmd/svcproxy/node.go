@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -40,28 +40,50 @@ const nodeWait = 30 * time.Second
 // watchNodeEligibility watches this node's Node object and reports nodeEligible of
 // its latest version. Like kube-proxy's NodeManager, it returns once the informer
 // has synced and the Node exists, or wait has passed.
-func watchNodeEligibility(ctx context.Context, client kubernetes.Interface, name string, wait time.Duration) func() bool {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 15*time.Minute,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}))
-	informer := factory.Core().V1().Nodes()
-	lister := informer.Lister()
-	factory.Start(ctx.Done())
+func watchNodeEligibility(ctx context.Context, client cluster, name string, wait time.Duration) func() bool {
+	informer := nodeInformer(client, name)
+	go informer.Run(ctx.Done())
+	get := func() (*corev1.Node, bool) {
+		obj, exists, err := informer.GetStore().GetByKey(name)
+		n, _ := obj.(*corev1.Node)
+		return n, err == nil && exists && n != nil
+	}
 	eligible := func() bool {
-		n, err := lister.Get(name)
-		return err == nil && nodeEligible(n)
+		n, ok := get()
+		return ok && nodeEligible(n)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if cache.WaitForCacheSync(waitCtx.Done(), informer.Informer().HasSynced) {
+	if cache.WaitForCacheSync(waitCtx.Done(), informer.HasSynced) {
 		_ = poll.Until(waitCtx, wait, 100*time.Millisecond, func() (bool, string) {
-			_, err := lister.Get(name)
-			return err == nil, "no Node " + name
+			_, ok := get()
+			return ok, "no Node " + name
 		})
 	}
-	if _, err := lister.Get(name); err != nil {
+	if _, ok := get(); !ok {
 		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is", "node", name)
 	}
 	return eligible
+}
+
+// nodeInformer is the informer client-go's factory builds for core/v1 Nodes
+// (namespace index, 15 min resync), restricted to the Node called name: the
+// same List and Watch calls as before, and as RBAC allows.
+func nodeInformer(client cluster, name string) cache.SharedIndexInformer {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = selector
+			return client.core.Nodes().List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = selector
+			return client.core.Nodes().Watch(ctx, lo)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client.watchList), &corev1.Node{},
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod: 15 * time.Minute,
+			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})
 }

@@ -33,7 +33,7 @@ func TestNodeEligible(t *testing.T) {
 
 func TestWatchNodeEligibility(t *testing.T) {
 	client := fake.NewClientset()
-	eligible := watchNodeEligibility(t.Context(), client, "n1", 100*time.Millisecond)
+	eligible := watchNodeEligibility(t.Context(), fakeCluster(client), "n1", 100*time.Millisecond)
 	if eligible() {
 		t.Fatal("eligible before the Node exists")
 	}
@@ -58,7 +58,7 @@ func TestWatchNodeEligibilityWaitsForTheNode(t *testing.T) {
 		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
 	}()
 	start := time.Now()
-	if eligible := watchNodeEligibility(t.Context(), client, "n1", 10*time.Second); !eligible() {
+	if eligible := watchNodeEligibility(t.Context(), fakeCluster(client), "n1", 10*time.Second); !eligible() {
 		t.Errorf("not eligible once the Node exists (returned after %v)", time.Since(start))
 	}
 }

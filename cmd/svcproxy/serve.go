@@ -14,11 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
@@ -104,7 +100,7 @@ func serve(ctx context.Context, o *options) error {
 		}
 		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
 	} else {
-		var client kubernetes.Interface
+		var client cluster
 		if client, err = clusterClient(o); err != nil {
 			return err
 		}
@@ -164,44 +160,20 @@ func nodeName(o *options) string {
 	return strings.ToLower(h)
 }
 
-// clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
-// --kubeconfig/--master; clientConnection's content types (protobuf by default),
-// QPS and burst.
-func clusterClient(o *options) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig == "" && o.master == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags(o.master, o.kubeconfig)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "svcproxy"
-	applyClientConnection(cfg, o.config.ClientConnection)
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
-}
-
 // watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
 // minus those another proxy owns and headless ones. They retry a refused or
 // failed List/Watch every 250 ms themselves (endpoints.RetryingListerWatcher),
 // so a change made right after an API server outage arrives at once rather
 // than after client-go's backoff of up to a minute.
-func watchCluster(ctx context.Context, client kubernetes.Interface, tracker *endpoints.Tracker, resync time.Duration) (func(context.Context) bool, error) {
-	factory := informers.NewSharedInformerFactory(client, resync)
-	endpoints.UseRetryingInformers(factory, func(lo *metav1.ListOptions) {
+func watchCluster(ctx context.Context, client cluster, tracker *endpoints.Tracker, resync time.Duration) (func(context.Context) bool, error) {
+	inf := endpoints.NewInformers(client.endpointsClients(), resync, func(lo *metav1.ListOptions) {
 		lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
 	}, endpoints.RetryOptions{})
-	synced, err := endpoints.RegisterSynced(factory, tracker)
+	synced, err := endpoints.RegisterSynced(inf, tracker)
 	if err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
+	inf.Start(ctx.Done())
 	return func(ctx context.Context) bool {
 		return cache.WaitForCacheSync(ctx.Done(), synced)
 	}, nil

@@ -10,74 +10,88 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-// UseRetryingInformers makes factory build its core/v1 Service and
-// discovery/v1 EndpointSlice informers on a RetryingListerWatcher, so that
-// they resume within o.Interval of an API server outage instead of after
-// client-go's backoff of up to a minute. tweak (may be nil) edits every List
-// and Watch request, as the factory's WithTweakListOptions would (which
-// informers built here do not see). Call it before Register.
-func UseRetryingInformers(factory informers.SharedInformerFactory, tweak func(*metav1.ListOptions), o RetryOptions) {
+// Clients are the typed API clients the informers use: only these two
+// groups, not client-go's whole Clientset, whose every API group svcproxy
+// would otherwise compile (and a fresh clone wait for).
+type Clients struct {
+	Core      typedcorev1.ServicesGetter
+	Discovery typeddiscoveryv1.EndpointSlicesGetter
+	// WatchList is what the reflector asks whether the client can stream
+	// lists (watchlist.DoesClientNotSupportWatchListSemantics); nil for a
+	// real client, which can. The fake Clientset cannot, and says so.
+	WatchList any
+}
+
+// Informers are the core/v1 Service and discovery/v1 EndpointSlice informers
+// svcproxy watches the cluster with.
+type Informers struct {
+	Services       cache.SharedIndexInformer
+	EndpointSlices cache.SharedIndexInformer
+}
+
+// NewInformers builds the Service and EndpointSlice informers on a
+// RetryingListerWatcher, so that they resume within o.Interval of an API
+// server outage instead of after client-go's backoff of up to a minute.
+// tweak (may be nil) edits every List and Watch request (label and field
+// selectors); resync is the informers' resync period.
+func NewInformers(c Clients, resync time.Duration, tweak func(*metav1.ListOptions), o RetryOptions) Informers {
 	if tweak == nil {
 		tweak = func(*metav1.ListOptions) {}
 	}
-	factory.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return retryingInformer(c, &v1.Service{}, "Services", resync, o,
+	return Informers{
+		Services: retryingInformer(c.WatchList, &v1.Service{}, "Services", resync, o,
 			func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				tweak(&opts)
-				return c.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
+				return c.Core.Services(metav1.NamespaceAll).List(ctx, opts)
 			},
 			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				tweak(&opts)
-				return c.CoreV1().Services(metav1.NamespaceAll).Watch(ctx, opts)
-			})
-	})
-	factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return retryingInformer(c, &discoveryv1.EndpointSlice{}, "EndpointSlices", resync, o,
+				return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
+			}),
+		EndpointSlices: retryingInformer(c.WatchList, &discoveryv1.EndpointSlice{}, "EndpointSlices", resync, o,
 			func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				tweak(&opts)
-				return c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, opts)
+				return c.Discovery.EndpointSlices(metav1.NamespaceAll).List(ctx, opts)
 			},
 			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				tweak(&opts)
-				return c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).Watch(ctx, opts)
-			})
-	})
+				return c.Discovery.EndpointSlices(metav1.NamespaceAll).Watch(ctx, opts)
+			}),
+	}
 }
 
-// retryingInformer is what client-go's generated constructors build, on a
-// RetryingListerWatcher.
-func retryingInformer(c kubernetes.Interface, obj runtime.Object, what string, resync time.Duration, o RetryOptions,
+// Start runs both informers until stop is closed.
+func (i Informers) Start(stop <-chan struct{}) {
+	go i.Services.Run(stop)
+	go i.EndpointSlices.Run(stop)
+}
+
+// retryingInformer is what client-go's generated informer constructors
+// build (namespace index included), on a RetryingListerWatcher.
+func retryingInformer(client any, obj runtime.Object, what string, resync time.Duration, o RetryOptions,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.SharedIndexInformer {
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, c)
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
 	return cache.NewSharedIndexInformerWithOptions(RetryingListerWatcher(lw, what, o), obj, cache.SharedIndexInformerOptions{
 		ResyncPeriod: resync,
 		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
 }
 
-// Register wires the factory's core/v1 Service and discovery/v1 EndpointSlice
-// informers to t. Call it before factory.Start so the initial lists are
-// delivered. Callers may also filter out Services labelled
-// LabelServiceProxyName with the factory's list options; the tracker checks
-// again anyway.
-func Register(factory informers.SharedInformerFactory, t *Tracker) error {
-	_, err := RegisterSynced(factory, t)
-	return err
-}
-
-// RegisterSynced is Register, also returning a function that reports whether
-// both handlers have received their informer's initial list. A sync loop
-// should wait for it before its first Take; rendering earlier would remove
-// rules for Services that simply have not been listed yet.
-func RegisterSynced(factory informers.SharedInformerFactory, t *Tracker) (hasSynced func() bool, err error) {
-	svcReg, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+// RegisterSynced wires the Service and EndpointSlice informers to t and
+// returns a function that reports whether both handlers have received their
+// informer's initial list. Call it before Start so the initial lists are
+// delivered. A sync loop should wait for hasSynced before its first Take;
+// rendering earlier would remove rules for Services that simply have not
+// been listed yet.
+func RegisterSynced(i Informers, t *Tracker) (hasSynced func() bool, err error) {
+	svcReg, err := i.Services.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if svc, ok := obj.(*v1.Service); ok {
 				t.OnServiceAdd(svc)
@@ -99,7 +113,7 @@ func RegisterSynced(factory informers.SharedInformerFactory, t *Tracker) (hasSyn
 	if err != nil {
 		return nil, fmt.Errorf("register Service event handler: %w", err)
 	}
-	sliceReg, err := factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	sliceReg, err := i.EndpointSlices.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				t.OnEndpointSliceAdd(s)

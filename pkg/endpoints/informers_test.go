@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -23,15 +22,13 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	defer cancel()
 
 	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")))
-	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := NewInformers(fakeClients(client), 0, nil, RetryOptions{})
 	tr := NewTracker(TrackerOptions{})
-	hasSynced, err := RegisterSynced(factory, tr)
+	hasSynced, err := RegisterSynced(inf, tr)
 	if err != nil {
 		t.Fatalf("RegisterSynced: %v", err)
 	}
-	factory.Start(ctx.Done())
-	// Shutdown waits for the informers, which stop only once ctx is done.
-	defer func() { cancel(); factory.Shutdown() }()
+	inf.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
 		t.Fatal("handlers never synced")
 	}
@@ -85,30 +82,47 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	})
 }
 
-func TestRegisterPlain(t *testing.T) {
-	client := fake.NewClientset(&v1.Service{})
-	factory := informers.NewSharedInformerFactory(client, 0)
-	if err := Register(factory, NewTracker(TrackerOptions{})); err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	// Register must have created both informers in the factory.
+// fakeClients are the typed clients of a fake Clientset, which tells the
+// reflector it cannot stream lists.
+func fakeClients(c *fake.Clientset) Clients {
+	return Clients{Core: c.CoreV1(), Discovery: c.DiscoveryV1(), WatchList: c}
+}
+
+// TestInformersSelectWatches: every Watch, not only every List, carries the
+// caller's selectors.
+func TestInformersSelectWatches(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	watched := map[string]string{}
+	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		r := a.(k8stesting.WatchAction).GetWatchRestrictions()
+		watched[a.GetResource().Resource] = r.Labels.String() + " " + r.Fields.String()
+		return false, nil, nil
+	})
+	inf := NewInformers(fakeClients(client), 42*time.Minute, func(o *metav1.ListOptions) {
+		o.LabelSelector, o.FieldSelector = "a=b", "metadata.name=n"
+	}, RetryOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	factory.Start(ctx.Done())
-	defer func() { cancel(); factory.Shutdown() }()
-	synced := factory.WaitForCacheSync(ctx.Done())
-	if len(synced) != 2 {
-		t.Errorf("factory started %d informers, want 2 (Services, EndpointSlices): %v", len(synced), synced)
-	}
-	for typ, ok := range synced {
-		if !ok {
-			t.Errorf("informer for %v did not sync", typ)
+	inf.Start(ctx.Done())
+	poll.Eventually(t, 10*time.Second, "both watches", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(watched) == 2, fmt.Sprint(watched)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, res := range []string{"services", "endpointslices"} {
+		if watched[res] != "a=b metadata.name=n" {
+			t.Errorf("%s watched with %q, want the selectors", res, watched[res])
 		}
 	}
 }
 
 // TestRetryingInformersSyncThroughAnOutage: informers built by
-// UseRetryingInformers list through five refused connections at once (the
+// NewInformers list through five refused connections at once (the
 // factory's own would back off 0.8+1.6+3.2+6.4 s at least), with the
 // caller's label selector on every request.
 func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
@@ -127,18 +141,16 @@ func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	factory := informers.NewSharedInformerFactory(client, 0)
 	const selector = "!service.kubernetes.io/service-proxy-name"
-	UseRetryingInformers(factory, func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
+	inf := NewInformers(fakeClients(client), 0, func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
 	tr := NewTracker(TrackerOptions{})
-	hasSynced, err := RegisterSynced(factory, tr)
+	hasSynced, err := RegisterSynced(inf, tr)
 	if err != nil {
 		t.Fatalf("RegisterSynced: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	factory.Start(ctx.Done())
-	defer func() { cancel(); factory.Shutdown() }()
+	inf.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
 		t.Fatalf("informers not synced within 2 s of five refused lists each")
 	}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
+
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+)
+
+// cluster holds the typed clients of the API groups svcproxy calls, and no
+// others: client-go's Clientset (k8s.io/client-go/kubernetes) and informer
+// factory would make every build compile the clients, informers and listers
+// of every API group, doubling a fresh clone's first build.
+// TestNoWholeClientset keeps it that way.
+type cluster struct {
+	core      typedcorev1.CoreV1Interface           // Services, Nodes, core/v1 Events
+	discovery typeddiscoveryv1.DiscoveryV1Interface // EndpointSlices
+	events    typedeventsv1.EventsV1Interface       // the start-up Event
+	// watchList is asked by the reflectors whether the client can stream
+	// lists; nil (it can) for a real client, the fake Clientset in tests.
+	watchList any
+}
+
+// endpointsClients are the clients the Service and EndpointSlice informers use.
+func (c cluster) endpointsClients() endpoints.Clients {
+	return endpoints.Clients{Core: c.core, Discovery: c.discovery, WatchList: c.watchList}
+}
+
+// clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
+// --kubeconfig/--master; clientConnection's content types (protobuf by default),
+// QPS and burst.
+func clusterClient(o *options) (cluster, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" && o.master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(o.master, o.kubeconfig)
+	}
+	if err != nil {
+		return cluster{}, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "svcproxy"
+	applyClientConnection(cfg, o.config.ClientConnection)
+	c, err := newCluster(cfg)
+	if err != nil {
+		return cluster{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// newCluster is kubernetes.NewForConfig for our three groups: one HTTP client
+// (one connection pool) and one QPS/burst rate limiter shared by all of them.
+func newCluster(cfg *rest.Config) (cluster, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		if cfg.Burst <= 0 {
+			return cluster{}, fmt.Errorf("burst must be greater than 0 when QPS is set")
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return cluster{}, fmt.Errorf("http client: %w", err)
+	}
+	var c cluster
+	if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return cluster{}, fmt.Errorf("core/v1 client: %w", err)
+	}
+	if c.discovery, err = typeddiscoveryv1.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return cluster{}, fmt.Errorf("discovery/v1 client: %w", err)
+	}
+	if c.events, err = typedeventsv1.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return cluster{}, fmt.Errorf("events/v1 client: %w", err)
+	}
+	return c, nil
+}
