@@ -160,6 +160,12 @@ func TestEndpointSliceChurn(t *testing.T) {
 				eps := churnEndpoints(i, u[k]+1)
 				s := objs[i].DeepCopy()
 				s.Endpoints = churnSliceEndpoints(eps)
+				// As the EndpointSlice controller does: proxies measure
+				// programming latency from this stamp.
+				if s.Annotations == nil {
+					s.Annotations = map[string]string{}
+				}
+				s.Annotations[corev1.EndpointsLastChangeTriggerTime] = time.Now().UTC().Format(time.RFC3339Nano)
 				out, err := esc.Update(ctx, s, metav1.UpdateOptions{})
 				if err != nil {
 					failed.Add(1)
