@@ -1,20 +1,17 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/internal/promtest"
 )
 
 // TestPrometheusScrapesMetrics runs a real Prometheus next to svcproxy in a node
@@ -39,15 +36,7 @@ func TestPrometheusScrapesMetrics(t *testing.T) {
 		"--metrics-bind-address", metrics, "--healthz-bind-address", freeLoopbackAddr(t, node))
 
 	promAddr := freeLoopbackAddr(t, node)
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-scrape_configs:
-- job_name: svcproxy
-  static_configs:
-  - targets: [%q]
-`, metrics)
+	config := promtest.Config("svcproxy", []string{metrics})
 	configPath := filepath.Join(tmp, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -57,40 +46,14 @@ scrape_configs:
 
 	client := node.HTTPClient(2 * time.Second)
 	query := func(q string) (labels map[string]string, value float64, err error) {
-		resp, err := client.Get("http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(q))
+		samples, err := promtest.Query(client, promAddr, q)
 		if err != nil {
 			return nil, 0, err
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, 0, err
+		if len(samples) != 1 {
+			return nil, 0, fmt.Errorf("%s: %d samples, want 1: %v", q, len(samples), samples)
 		}
-		var r struct {
-			Status string `json:"status"`
-			Data   struct {
-				ResultType string `json:"resultType"`
-				Result     []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			return nil, 0, fmt.Errorf("%s: %s: %w", q, body, err)
-		}
-		if r.Status != "success" || r.Data.ResultType != "vector" {
-			return nil, 0, fmt.Errorf("%s: %s", q, body)
-		}
-		if len(r.Data.Result) != 1 {
-			return nil, 0, fmt.Errorf("%s: %d samples, want 1: %s", q, len(r.Data.Result), body)
-		}
-		s, ok := r.Data.Result[0].Value[1].(string)
-		if !ok {
-			return nil, 0, fmt.Errorf("%s: value %v", q, r.Data.Result[0].Value)
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		return r.Data.Result[0].Metric, v, err
+		return samples[0].Labels, samples[0].Value, nil
 	}
 
 	queries := []string{

@@ -3,21 +3,18 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/internal/promtest"
 )
 
 // promAddr is where the e2e Prometheus listens, inside the control-plane node.
@@ -25,7 +22,7 @@ const promAddr = "127.0.0.1:9090"
 
 // startPrometheus runs Debian's Prometheus in the control-plane node, scraping every
 // node's proxy metrics each second, and returns a query function for its HTTP API.
-func startPrometheus(t *testing.T, c *cluster) func(q string) ([]promSample, error) {
+func startPrometheus(t *testing.T, c *cluster) func(q string) ([]promtest.Sample, error) {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -35,14 +32,11 @@ func startPrometheus(t *testing.T, c *cluster) func(q string) ([]promSample, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	config := "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n- job_name: proxy\n  static_configs:\n  - targets: ["
-	for i, n := range c.nodes {
-		if i > 0 {
-			config += ", "
-		}
-		config += fmt.Sprintf("%q", fmt.Sprintf("%s:%d", n.ip, metricsPort))
+	var targets []string
+	for _, n := range c.nodes {
+		targets = append(targets, fmt.Sprintf("%s:%d", n.ip, metricsPort))
 	}
-	config += "]\n"
+	config := promtest.Config("proxy", targets)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -58,48 +52,7 @@ func startPrometheus(t *testing.T, c *cluster) func(q string) ([]promSample, err
 		Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second), DisableKeepAlives: true},
 		Timeout:   10 * time.Second,
 	}
-	return func(q string) ([]promSample, error) {
-		resp, err := hc.Get("http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(q))
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		var r struct {
-			Status string `json:"status"`
-			Data   struct {
-				ResultType string `json:"resultType"`
-				Result     []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", q, body, err)
-		}
-		if r.Status != "success" || r.Data.ResultType != "vector" {
-			return nil, fmt.Errorf("%s: %s", q, body)
-		}
-		var out []promSample
-		for _, s := range r.Data.Result {
-			str, _ := s.Value[1].(string)
-			v, err := strconv.ParseFloat(str, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: value %v: %w", q, s.Value, err)
-			}
-			out = append(out, promSample{s.Metric, v})
-		}
-		return out, nil
-	}
-}
-
-type promSample struct {
-	labels map[string]string
-	value  float64
+	return func(q string) ([]promtest.Sample, error) { return promtest.Query(hc, promAddr, q) }
 }
 
 // TestPrometheusProgrammingLatency: a Prometheus scrapes every node's proxy, and
@@ -139,10 +92,10 @@ func TestPrometheusProgrammingLatency(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(s) != 1 || math.IsNaN(s[0].value) || math.IsInf(s[0].value, 0) {
+		if len(s) != 1 || math.IsNaN(s[0].Value) || math.IsInf(s[0].Value, 0) {
 			return fmt.Errorf("%s = %v", q, s)
 		}
-		p99 = s[0].value
+		p99 = s[0].Value
 		return nil
 	}))
 	r.metric(t, "programming_p99_seconds", "%.3f", p99)
