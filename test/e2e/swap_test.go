@@ -71,14 +71,7 @@ func swapFromKubeProxy(t *testing.T, from, prefix string) {
 	// on every node in place of the run's svcproxy (whose table goes).
 	kubelet := map[string][]string{}
 	for _, n := range c.nodes {
-		if err := ensureKubeletChains(n); err != nil {
-			t.Fatal(err)
-		}
-		st, err := kubeletState(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubelet[n.name] = st
+		kubelet[n.name] = kubeletChainsOf(t, n)
 		if _, err := c.switchProxy(ctx, n, from, true); err != nil {
 			t.Fatalf("%s on %s: %v", from, n.name, err)
 		}
@@ -166,14 +159,7 @@ func swapBack(t *testing.T, prefix string, kubeProxyFirst bool) {
 
 	kubelet := map[string][]string{}
 	for _, n := range c.nodes {
-		if err := ensureKubeletChains(n); err != nil {
-			t.Fatal(err)
-		}
-		st, err := kubeletState(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubelet[n.name] = st
+		kubelet[n.name] = kubeletChainsOf(t, n)
 		if currentProxy(n) != "svcproxy" {
 			if _, err := c.switchProxy(ctx, n, "svcproxy", false); err != nil {
 				t.Fatal(err)
@@ -579,4 +565,18 @@ func (c *cluster) backToSvcproxy(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// kubeletChainsOf makes sure n has the chains kubelet creates, and returns their
+// state: a swap must leave exactly that behind.
+func kubeletChainsOf(t *testing.T, n *node) []string {
+	t.Helper()
+	if err := ensureKubeletChains(n); err != nil {
+		t.Fatal(err)
+	}
+	st, err := kubeletState(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
