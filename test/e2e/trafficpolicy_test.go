@@ -98,8 +98,9 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 			want := hcAnswer{code: http.StatusServiceUnavailable}
 			want.Service.Namespace, want.Service.Name = ns, "local"
 			want.ServiceProxyHealthy = true
+			want.weight = "0"
 			if n == w2 {
-				want.code, want.LocalEndpoints = http.StatusOK, 1
+				want.code, want.LocalEndpoints, want.weight = http.StatusOK, 1, "1"
 			}
 			var got hcAnswer
 			poll.Eventually(t, 30*time.Second, "health check node port on "+n.name, func() (bool, string) {
@@ -112,9 +113,11 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	})
 }
 
-// hcAnswer is kube-proxy's answer on a Service's healthCheckNodePort.
+// hcAnswer is kube-proxy's answer on a Service's healthCheckNodePort: its
+// status, X-Load-Balancing-Endpoint-Weight header and JSON body.
 type hcAnswer struct {
 	code    int
+	weight  string
 	Service struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
@@ -138,15 +141,15 @@ func healthCheck(from caller, url string) (hcAnswer, error) {
 	if err != nil {
 		return a, err
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		return a, fmt.Errorf("content type %q, body %q", ct, b)
+	if ct, opt := resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"); ct != "application/json" || opt != "nosniff" {
+		return a, fmt.Errorf("Content-Type %q, X-Content-Type-Options %q, body %q", ct, opt, b)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
 		return a, fmt.Errorf("body %q: %w", b, err)
 	}
-	a.code = resp.StatusCode
+	a.code, a.weight = resp.StatusCode, resp.Header.Get("X-Load-Balancing-Endpoint-Weight")
 	return a, nil
 }
 
