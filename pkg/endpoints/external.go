@@ -104,11 +104,9 @@ func externalOf(svc *v1.Service, fam Family, report func(error)) external {
 		}
 		x.lbIPs = NewAddrList(addrsOf(ips, "status.loadBalancer.ingress", fam, report))
 		x.sourceRanges = sourceRangesOf(svc.Spec.LoadBalancerSourceRanges, fam, report)
-	} else if len(svc.Status.LoadBalancer.Ingress) > 0 {
-		// A Service that stopped being a LoadBalancer may keep a stale status for a
-		// moment; its VIPs must not be captured any more.
-		report(fmt.Errorf("status.loadBalancer.ingress ignored: type is %q, not LoadBalancer", svc.Spec.Type))
 	}
+	// Another type's load balancer status (left for a moment after a type change) is
+	// not read: its VIPs must not be captured any more.
 	reachable := x.hasNodePorts || x.externalIPs != ""
 	x.local = reachable && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	if x.local && isLB {

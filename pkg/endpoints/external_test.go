@@ -52,9 +52,8 @@ func TestServicePortsExternal(t *testing.T) {
 			opts: []svcOpt{withType(v1.ServiceTypeLoadBalancer, 30080), ingress("192.0.2.20", "2001:db8::1", "192.0.2.11!proxy", "192.0.2.10", "")},
 			want: ServicePort{NodePort: 30080, LoadBalancerIPs: "192.0.2.10,192.0.2.20"}},
 		{name: "ingress of a non-LoadBalancer ignored",
-			opts:    []svcOpt{withType(v1.ServiceTypeNodePort, 30080), ingress("192.0.2.10")},
-			want:    ServicePort{NodePort: 30080},
-			wantErr: []string{"status.loadBalancer.ingress ignored"}},
+			opts: []svcOpt{withType(v1.ServiceTypeNodePort, 30080), ingress("192.0.2.10")},
+			want: ServicePort{NodePort: 30080}},
 		{name: "externalIPs: bad and reserved reported, other family skipped",
 			opts: []svcOpt{func(s *v1.Service) {
 				s.Spec.ExternalIPs = []string{"203.0.113.7", "nonsense", "127.0.0.1", "2001:db8::7", "203.0.113.7"}
