@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -16,6 +18,10 @@ func TestParseFlags(t *testing.T) {
 		minSyncPeriod: time.Second,
 		metricsAddr:   "127.0.0.1:10249",
 		healthzAddr:   "0.0.0.0:10256",
+		bindAddress:   "0.0.0.0",
+		// iptables mode's: every local address, localhost too.
+		nodePorts:          nodeaddr.Spec{All: true},
+		localhostNodePorts: true,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -73,6 +79,7 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--cluster-cidr", "fd00::/48"},
 			want: func(o *options) { o.clusterCIDR = "fd00::/48" },
 		},
+		{name: "bad node port address fails", args: []string{"--nodeport-addresses", "10.0.0.0/8,10.1.2.3"}, wantErr: `nodePortAddresses[1]: Invalid value: "10.1.2.3"`},
 		{name: "bad cluster CIDR fails", args: []string{"--cluster-cidr", "bad"}, wantErr: `clusterCIDR[0]: Invalid value: "bad"`},
 		{name: "one bad entry of a dual-stack CIDR fails", args: []string{"--cluster-cidr", "10.244.0.0/16,nope"}, wantErr: `clusterCIDR[1]: Invalid value: "nope"`},
 		{name: "bad duration fails", args: []string{"--sync-period", "soon"}, wantErr: "sync-period"},
