@@ -56,8 +56,22 @@ type Options struct {
 	// MasqueradeAll masquerades all service traffic (kube-proxy --masquerade-all).
 	MasqueradeAll bool
 	// NodeName is this node (kube-proxy --hostname-override), for
-	// internalTrafficPolicy: Local.
+	// internalTrafficPolicy and externalTrafficPolicy: Local.
 	NodeName string
+	// LocalhostNodePorts lets the node itself reach NodePorts on 127.0.0.0/8 (kube-proxy
+	// --iptables-localhost-nodeports, true by default on kube-proxy's command line;
+	// the zero value here is off, so callers must set it). Such connections are
+	// masqueraded; the Proxy sets net.ipv4.conf.all.route_localnet=1 in its network
+	// namespace (the kernel drops 127/8 sources leaving the host otherwise) and drops
+	// packets to 127.0.0.0/8 that arrive from outside the node, the hole route_localnet
+	// opens (kube-proxy's "block incoming localnet connections" rule).
+	LocalhostNodePorts bool
+	// ConntrackTCPLiberal tells that net.netfilter.nf_conntrack_tcp_be_liberal is set:
+	// then, as kube-proxy, no "ct state invalid drop" in the forward hook (that rule
+	// keeps an out-of-window packet from reaching a pod untranslated and being answered
+	// with a reset that kills a long-lived connection; a liberal conntrack marks such
+	// packets valid instead). ReadConntrackTCPLiberal reads the sysctl.
+	ConntrackTCPLiberal bool
 }
 
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
