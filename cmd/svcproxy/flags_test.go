@@ -180,6 +180,11 @@ func TestRenderCommand(t *testing.T) {
 	if err := os.WriteFile(dir+"/seed.yaml", []byte(slice), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	local := t.TempDir()
+	itpLocal := strings.Replace(string(mustReadSeed(t)), "  selector:", "  internalTrafficPolicy: Local\n  selector:", 1)
+	if err := os.WriteFile(local+"/seed.yaml", []byte(itpLocal), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -203,6 +208,18 @@ func TestRenderCommand(t *testing.T) {
 			args:     []string{"render", "--cluster-cidr", "10.244.0.0/16"},
 			contains: []string{"10.244.0.0/16", "masquerade"},
 		},
+		{
+			name:     "hostname-override: internalTrafficPolicy Local uses this node's endpoints",
+			args:     []string{"render", "-f", local, "--hostname-override", "Worker"},
+			contains: []string{": 10.244.1.2 . 80"},
+		},
+		{
+			name:   "without it the node has none",
+			args:   []string{"render", "-f", local},
+			absent: []string{": 10.244.1.2 . 80"},
+		},
+		{name: "bad node IP", args: []string{"render", "--node-ip", "10.0.0"}, code: 2},
+		{name: "bad nodeport address", args: []string{"trace", "--nodeport-addresses", "10.0.0.1", "10.244.2.9", "10.96.0.10:80"}, code: 2},
 		{name: "missing directory", args: []string{"render", "-f", dir + "/nope"}, code: 1},
 		{name: "bad cluster CIDR", args: []string{"render", "--cluster-cidr", "bad"}, code: 2},
 		{name: "unknown render flag", args: []string{"render", "--bogus"}, code: 2},
