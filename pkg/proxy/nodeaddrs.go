@@ -53,3 +53,19 @@ func (p *Proxy) nodeAddresses() NodeAddresses {
 	defer p.mu.Unlock()
 	return p.nodeAddrs
 }
+
+// applyNodeAddresses renders the skeleton for the node addresses last set, if they
+// changed since the last sync, and, when NodePorts answer on 127.0.0.1, makes sure
+// route_localnet is on before the rules that need it are committed (every sync:
+// cheap, and another program may have turned it off).
+func (p *Proxy) applyNodeAddresses() error {
+	na := p.nodeAddresses()
+	if !p.renderedNodeAddrs.equal(na) {
+		p.desired.SetFragment(skeletonOwner, SkeletonFor(p.cfg.Options, na))
+		p.renderedNodeAddrs = na
+	}
+	if servesLocalhost(p.cfg.Options, na) {
+		return ensureRouteLocalnet(p.cfg.SetSysctl)
+	}
+	return nil
+}

@@ -61,6 +61,8 @@ type Proxy struct {
 	affinity *affinityTable
 	noLocal  noLocalPorts
 	health   healthChecks
+	// renderedNodeAddrs are the node addresses the desired skeleton serves NodePorts on.
+	renderedNodeAddrs NodeAddresses
 	// programming holds trigger times of changes not yet committed.
 	programming programmingTimes
 
@@ -100,6 +102,8 @@ func New(cfg Config) *Proxy {
 		programming: programmingTimes{},
 		needFull:    true,
 		nodeAddrs:   NodeAddresses{All: true},
+		// NewRuleset renders the skeleton for all local addresses.
+		renderedNodeAddrs: NodeAddresses{All: true},
 	}
 }
 

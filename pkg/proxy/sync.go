@@ -21,12 +21,16 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	full := p.needFull
 	p.mu.Unlock()
 
+	if err := p.applyNodeAddresses(); err != nil {
+		p.fail()
+		return err
+	}
 	c := p.cfg.Tracker.TakeChanges()
 	snap, changed := c.Snapshot, c.Changed
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
-		f := p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName))
+		f := p.lb.intern(RenderServiceWith(ports, snap.Endpoints, p.cfg.Options))
 		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 		p.affinity.render(owner, stickyOf(f))
