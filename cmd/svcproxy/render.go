@@ -37,7 +37,7 @@ func traceCmd(args []string) int {
 	}
 	pkt, err := parsePacket(pos)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
+		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] [--node-ip IP,...] [--hostname-override NODE] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
 		return 2
 	}
 	outcomes, err := nft.Trace(r, pkt, nil)
@@ -58,7 +58,13 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
 	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
 	cidr := fs.String("cluster-cidr", "", "Pod CIDR; service traffic from outside it is masqueraded.")
 	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
+	var node offlineNode
+	addOfflineNodeFlags(fs, &node)
 	if err := fs.Parse(args); err != nil {
+		return nil, nil, 2
+	}
+	if _, _, err := node.resolve(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return nil, nil, 2
 	}
 	objs, problems, err := loadManifests(*dir)
@@ -74,7 +80,8 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, nil, 2
 	}
-	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR()}
+	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR(),
+		NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnInvalid: func(kind, ns, name, reason string) {
 		fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s: %s\n", kind, ns, name, reason)
 	}})

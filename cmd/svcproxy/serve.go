@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
@@ -65,8 +67,11 @@ func serve(ctx context.Context, o *options) error {
 	if err != nil {
 		klog.ErrorS(err, "No conntrack cleanup for UDP and SCTP Services")
 	}
+	hc := newHealthCheckServer(reg, events, nodeName(o), health)
+	hc.CloseOnDone(ctx)
 	cfg := proxy.Config{
-		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o)},
+		Options: proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
+			LocalhostNodePorts: o.localhostNodePorts, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
 		Tracker:       tracker,
 		Kernel:        kernel,
 		Metrics:       metrics,
@@ -77,6 +82,7 @@ func serve(ctx context.Context, o *options) error {
 	if ct != nil {
 		cfg.Conntrack = ct
 	}
+	cfg.OnHealthCheckServices = healthCheckHook(hc)
 	if !o.noTakeover {
 		cfg.OnSynced = takeoverAfterSync(ctx, takeoverRemoved)
 	}
@@ -94,6 +100,7 @@ func serve(ctx context.Context, o *options) error {
 	}
 
 	var waitReady func(context.Context) bool
+	var nodeAddrs []corev1.NodeAddress // the Node's status addresses, for 'primary'
 	if o.manifests != "" {
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
@@ -107,13 +114,19 @@ func serve(ctx context.Context, o *options) error {
 		events.connect(client, nodeName(o), trackerUID(tracker))
 		// Like kube-proxy, /healthz answers once this node's Node is known
 		// (or nodeWait passed), so that its first answer is right.
-		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o), nodeWait))
+		node := watchNode(ctx, client, nodeName(o), nodeWait)
+		health.SetNodeEligible(node.Eligible)
+		nodeAddrs = node.Addresses()
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
 		}
 		waitReady, err = watchCluster(ctx, client, tracker, o.config.ConfigSyncPeriod.Duration)
 	}
 	if err != nil {
+		return err
+	}
+	// Before the first sync, so that it already serves NodePorts where it should.
+	if err := watchNodePortAddresses(ctx, o, nodeaddr.PrimaryIPs(nodeAddrs, o.bindAddress), p, hc); err != nil {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/poll"
+)
+
+// localServices: "web" has one endpoint on node "me" and one elsewhere, "far" only
+// one elsewhere; both externalTrafficPolicy: Local with a health check node port.
+const localServices = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.20
+  clusterIPs: [10.96.0.20]
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32100
+  ports: [{port: 80, protocol: TCP, targetPort: 80, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: "", port: 80, protocol: TCP}]
+endpoints:
+- {addresses: [10.244.1.2], conditions: {ready: true}, nodeName: me}
+- {addresses: [10.244.2.2], conditions: {ready: true}, nodeName: other}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far, namespace: default}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.21
+  clusterIPs: [10.96.0.21]
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32101
+  ports: [{port: 80, protocol: TCP, targetPort: 80, nodePort: 30081}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: far-1, namespace: default, labels: {kubernetes.io/service-name: far}}
+addressType: IPv4
+ports: [{name: "", port: 80, protocol: TCP}]
+endpoints:
+- {addresses: [10.244.2.3], conditions: {ready: true}, nodeName: other}
+`
+
+// TestHealthCheckNodePortsWired runs svcproxy in a node namespace of its own and
+// asks the health check node ports as a load balancer would: the proxy's Local
+// Services reach the health check server, which listens only on the addresses
+// --nodeport-addresses selects, and follows an address added later.
+func TestHealthCheckNodePortsWired(t *testing.T) {
+	netnstest.RequireRoot(t)
+	node := netnstest.New(t, "hcwire")
+	node.MustRun(t, "ip", "link", "add", "n0", "type", "veth", "peer", "name", "n1")
+	node.MustRun(t, "ip", "addr", "add", "10.0.0.5/24", "dev", "n0")
+	node.MustRun(t, "ip", "addr", "add", "192.168.7.2/24", "dev", "n1")
+	node.MustRun(t, "ip", "link", "set", "n0", "up")
+	node.MustRun(t, "ip", "link", "set", "n1", "up")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "svc.yaml"), localServices)
+	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	startSvcproxy(t, node, logPath, "--manifests", dir, "--hostname-override", "me", "--nodeport-addresses", "10.0.0.0/8",
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
+
+	ask := func(addr string) (int, string) {
+		resp, err := node.HTTPClient(time.Second).Get("http://" + addr + "/")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	expect := func(addr string, code int, has string) {
+		t.Helper()
+		poll.Eventually(t, 10*time.Second, fmt.Sprintf("%s to answer %d", addr, code), func() (bool, string) {
+			c, b := ask(addr)
+			return c == code && strings.Contains(b, has), fmt.Sprintf("%d %s", c, b)
+		})
+	}
+	expect("10.0.0.5:32100", 200, `"localEndpoints": 1,`)
+	expect("10.0.0.5:32101", 503, `"localEndpoints": 0,`)
+	expect("192.168.7.2:32100", 0, "connection refused") // outside --nodeport-addresses
+
+	node.MustRun(t, "ip", "addr", "add", "10.0.1.9/24", "dev", "n1")
+	expect("10.0.1.9:32100", 200, `"name": "web"`)
+
+	// far goes: its port closes.
+	replaceFile(t, filepath.Join(dir, "svc.yaml"), localServices[:strings.Index(localServices, "---\napiVersion: v1\nkind: Service\nmetadata: {name: far")])
+	expect("10.0.0.5:32101", 0, "connection refused")
+	expect("10.0.0.5:32100", 200, `"name": "web"`)
+}
