@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -229,4 +230,37 @@ func TestKernelExternalPaths(t *testing.T) {
 		}
 		c.Close()
 	})
+}
+
+// TestKernelUDPNodePortConntrack: a UDP client that kept its source port is served
+// at once when the NodePort's Service gets its first endpoint (its earlier datagrams
+// left an untranslated conntrack entry: kubernetes #139628), and follows an endpoint
+// replacement.
+func TestKernelUDPNodePortConntrack(t *testing.T) {
+	e := newKenv(t)
+	outsider := addOutside(t, e, "out", "172.18.0.2", "172.18.0.1")
+	e.p.SetNodeAddresses([]netip.Addr{netip.MustParseAddr("172.18.0.2")}, true)
+	e.sync(t) // the table, without the Service
+	c, err := outsider.DialFrom("udp", ":40081", "172.18.0.2:30081", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r, err := netnstest.UDP(c, "early", 300*time.Millisecond); err == nil {
+		t.Fatalf("a NodePort no Service has answered %q", r)
+	}
+	if out := e.w.Node.MustRun(t, "conntrack", "-L", "-p", "udp", "--dport", "30081"); !strings.Contains(out, "dport=30081") {
+		t.Fatalf("no untranslated entry to start from:\n%s", out)
+	}
+	e.tr.OnServiceAdd(externalService("np", "10.96.0.20", v1.ServiceTypeNodePort, 30080, false))
+	e.tr.OnEndpointSliceAdd(sliceOnNodes("np", map[string]string{"pod1": ""}))
+	e.sync(t)
+	if r, err := netnstest.UDP(c, "a", 2*time.Second); err != nil || r != "pod1 a" {
+		t.Fatalf("first datagram after the first endpoint: %q, %v (stale untranslated entry?)", r, err)
+	}
+	e.tr.OnEndpointSliceUpdate(nil, sliceOnNodes("np", map[string]string{"pod3": ""}))
+	e.sync(t)
+	if r, err := netnstest.UDP(c, "b", 2*time.Second); err != nil || r != "pod3 b" {
+		t.Fatalf("after replacing pod1 by pod3: %q, %v", r, err)
+	}
 }
