@@ -196,7 +196,9 @@ func TestConntrackCoversExternalPaths(t *testing.T) {
 	svc := func(a string, port uint16) conntrack.Service {
 		return conntrack.Service{Proto: nft.ProtoUDP, Addr: netip.MustParseAddr(a), Port: port}
 	}
-	untranslated := func(k conntrack.Service) []netip.AddrPort { return []netip.AddrPort{netip.AddrPortFrom(k.Addr, k.Port)} }
+	untranslated := func(k conntrack.Service) []netip.AddrPort {
+		return []netip.AddrPort{netip.AddrPortFrom(k.Addr, k.Port)}
+	}
 	nodePort, loNodePort := svc("172.18.0.2", 30053), svc("127.0.0.1", 30053)
 	extIP, lbIP := svc("203.0.113.7", 53), svc("192.0.2.10", 53)
 	other := svc("172.18.0.9", 30053) // not one of ours
