@@ -57,7 +57,8 @@ endpoints:
 // TestHealthCheckNodePortsWired runs svcproxy in a node namespace of its own and
 // asks the health check node ports as a load balancer would: the proxy's Local
 // Services reach the health check server, which listens only on the addresses
-// --nodeport-addresses selects, and follows an address added later.
+// --nodeport-addresses selects, and follows an address added later; the
+// proxy's NodePorts (the nodeport-ips set) follow the same addresses.
 func TestHealthCheckNodePortsWired(t *testing.T) {
 	netnstest.RequireRoot(t)
 	node := netnstest.New(t, "hcwire")
@@ -89,12 +90,28 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 			return c == code && strings.Contains(b, has), fmt.Sprintf("%d %s", c, b)
 		})
 	}
+	nodePortIPs := func(want string) {
+		t.Helper()
+		poll.Eventually(t, 10*time.Second, "nodeport-ips "+want, func() (bool, string) {
+			table, _ := node.Run("nft", "list", "table", "ip", "svcproxy")
+			i := strings.Index(table, "set nodeport-ips {")
+			if i < 0 {
+				return false, table
+			}
+			set := table[i:]
+			set = set[:strings.Index(set, "}")+1]
+			return strings.Contains(set, want) && !strings.Contains(set, "192.168.7.2"), set
+		})
+	}
+	// The proxy serves NodePorts on the selected address, not the other one.
+	nodePortIPs("elements = { 10.0.0.5 }")
 	expect("10.0.0.5:32100", 200, `"localEndpoints": 1,`)
 	expect("10.0.0.5:32101", 503, `"localEndpoints": 0,`)
 	expect("192.168.7.2:32100", 0, "connection refused") // outside --nodeport-addresses
 
 	node.MustRun(t, "ip", "addr", "add", "10.0.1.9/24", "dev", "n1")
 	expect("10.0.1.9:32100", 200, `"name": "web"`)
+	nodePortIPs("elements = { 10.0.0.5, 10.0.1.9 }")
 
 	// far goes: its port closes.
 	replaceFile(t, filepath.Join(dir, "svc.yaml"), localServices[:strings.Index(localServices, "---\napiVersion: v1\nkind: Service\nmetadata: {name: far")])
