@@ -118,6 +118,7 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
 	p.cfg.Metrics.TxObjects.Observe(float64(objects))
 	p.cfg.Metrics.NoLocalEndpointsInternal.Set(float64(p.noLocal.total))
+	p.cfg.Metrics.NoLocalEndpointsExternal.Set(float64(p.noLocal.external))
 	// Like kube-proxy, whose failed sync never updates lastUpdated: a refused
 	// Service is a queued change not programmed, and health says so after the
 	// timeout.
