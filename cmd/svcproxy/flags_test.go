@@ -180,6 +180,7 @@ func TestRenderCommand(t *testing.T) {
 	if err := os.WriteFile(dir+"/seed.yaml", []byte(slice), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const np = "testdata/nodeports"
 	local := t.TempDir()
 	itpLocal := strings.Replace(string(mustReadSeed(t)), "  selector:", "  internalTrafficPolicy: Local\n  selector:", 1)
 	if err := os.WriteFile(local+"/seed.yaml", []byte(itpLocal), 0o644); err != nil {
@@ -217,6 +218,51 @@ func TestRenderCommand(t *testing.T) {
 			name:   "without it the node has none",
 			args:   []string{"render", "-f", local},
 			absent: []string{": 10.244.1.2 . 80"},
+		},
+		{
+			name:     "render --node-ip --nodeport-addresses: NodePorts on the selected address only",
+			args:     []string{"render", "-f", np, "--node-ip", "172.18.0.3,10.0.0.5", "--nodeport-addresses", "10.0.0.0/8"},
+			contains: []string{"set nodeport-ips {", "elements = { 10.0.0.5 }", "tcp . 30080"},
+			absent:   []string{"172.18.0.3"},
+		},
+		{
+			name:     "trace: a NodePort from outside goes to every endpoint, masqueraded",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade\n", "dnat 10.244.2.2:80 masquerade\n"},
+		},
+		{
+			name:     "trace: without --node-ip the node's address is not known to be local",
+			args:     []string{"trace", "-f", np, "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"accept\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: not on an address --nodeport-addresses selects",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--nodeport-addresses", "10.0.0.0/8", "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"accept\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: externalTrafficPolicy Local keeps the client's address and this node's endpoint",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--hostname-override", "me", "203.0.113.7", "172.18.0.3:30081"},
+			contains: []string{"dnat 10.244.1.3:80\n"},
+			absent:   []string{"10.244.2.3", "masquerade"},
+		},
+		{
+			name:     "trace: ... and drops on a node without one",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--hostname-override", "elsewhere", "203.0.113.7", "172.18.0.3:30081"},
+			contains: []string{"drop\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: localhost NodePort from the node",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "127.0.0.1", "127.0.0.1:30080", "local"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade\n"},
+		},
+		{
+			name:   "trace: not with --iptables-localhost-nodeports=false",
+			args:   []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--iptables-localhost-nodeports=false", "127.0.0.1", "127.0.0.1:30080", "local"},
+			absent: []string{"dnat"},
 		},
 		{name: "bad node IP", args: []string{"render", "--node-ip", "10.0.0"}, code: 2},
 		{name: "bad nodeport address", args: []string{"trace", "--nodeport-addresses", "10.0.0.1", "10.244.2.9", "10.96.0.10:80"}, code: 2},

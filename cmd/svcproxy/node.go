@@ -40,7 +40,12 @@ const nodeWait = 30 * time.Second
 // nodeWatch is this node's Node object as an informer sees it.
 type nodeWatch struct {
 	get func() (*corev1.Node, bool)
+	// changed is signalled (without blocking) when the Node is added or updated.
+	changed chan struct{}
 }
+
+// Changed is signalled whenever the Node may have changed; read Addresses then.
+func (w nodeWatch) Changed() <-chan struct{} { return w.changed }
 
 // Eligible is nodeEligible of the Node's latest version (false while unknown).
 func (w nodeWatch) Eligible() bool {
@@ -61,6 +66,17 @@ func (w nodeWatch) Addresses() []corev1.NodeAddress {
 // returns once the informer has synced and the Node exists, or wait has passed.
 func watchNode(ctx context.Context, client cluster, name string, wait time.Duration) nodeWatch {
 	informer := nodeInformer(client, name)
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+	})
 	go informer.Run(ctx.Done())
 	get := func() (*corev1.Node, bool) {
 		obj, exists, err := informer.GetStore().GetByKey(name)
@@ -78,7 +94,7 @@ func watchNode(ctx context.Context, client cluster, name string, wait time.Durat
 	if _, ok := get(); !ok {
 		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is, and NodePort address 'primary' falls back to --bind-address", "node", name)
 	}
-	return nodeWatch{get: get}
+	return nodeWatch{get: get, changed: changed}
 }
 
 // nodeInformer is the informer client-go's factory builds for core/v1 Nodes

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -50,13 +51,22 @@ func healthCheckHook(hc *healthcheck.Server) func(map[endpoints.ServiceKey]proxy
 
 // watchNodePortAddresses keeps the proxy's NodePort addresses and the health check
 // ports' listen addresses on what --nodeport-addresses selects among the node's
-// interface addresses, as these change. primary resolves the 'primary' keyword;
-// kube-proxy reads it once at start too.
-func watchNodePortAddresses(ctx context.Context, o *options, primary []netip.Addr, p *proxy.Proxy, hc *healthcheck.Server) error {
+// interface addresses, as these change. node (nil without a cluster) gives the
+// primary IPs for the 'primary' keyword, with --bind-address, and their changes:
+// kube-proxy exits when they change, svcproxy selects again.
+func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, p *proxy.Proxy, hc *healthcheck.Server) error {
+	primaryIPs := func() []netip.Addr {
+		var status []corev1.NodeAddress
+		if node != nil {
+			status = node.Addresses()
+		}
+		return nodeaddr.PrimaryIPs(status, o.bindAddress)
+	}
+	primary := primaryIPs()
 	if o.nodePorts.Primary {
 		klog.InfoS("NodePort address 'primary' resolved", "primaryIPs", primary)
 	}
-	_, err := nodeaddr.Start(ctx, nodeaddr.WatchConfig{
+	w, err := nodeaddr.Start(ctx, nodeaddr.WatchConfig{
 		Spec:    o.nodePorts,
 		Primary: primary,
 		Resync:  o.syncPeriod,
@@ -66,5 +76,18 @@ func watchNodePortAddresses(ctx context.Context, o *options, primary []netip.Add
 			hc.SetAddresses(sel)
 		},
 	})
-	return err
+	if err != nil || node == nil || !o.nodePorts.Primary {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-node.Changed():
+				w.SetPrimary(primaryIPs())
+			}
+		}
+	}()
+	return nil
 }

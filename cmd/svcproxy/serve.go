@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -21,7 +20,6 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
-	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
@@ -100,7 +98,7 @@ func serve(ctx context.Context, o *options) error {
 	}
 
 	var waitReady func(context.Context) bool
-	var nodeAddrs []corev1.NodeAddress // the Node's status addresses, for 'primary'
+	var node *nodeWatch // this node's Node object (nil without a cluster)
 	if o.manifests != "" {
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
@@ -114,9 +112,9 @@ func serve(ctx context.Context, o *options) error {
 		events.connect(client, nodeName(o), trackerUID(tracker))
 		// Like kube-proxy, /healthz answers once this node's Node is known
 		// (or nodeWait passed), so that its first answer is right.
-		node := watchNode(ctx, client, nodeName(o), nodeWait)
+		nw := watchNode(ctx, client, nodeName(o), nodeWait)
+		node = &nw
 		health.SetNodeEligible(node.Eligible)
-		nodeAddrs = node.Addresses()
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
 		}
@@ -126,7 +124,7 @@ func serve(ctx context.Context, o *options) error {
 		return err
 	}
 	// Before the first sync, so that it already serves NodePorts where it should.
-	if err := watchNodePortAddresses(ctx, o, nodeaddr.PrimaryIPs(nodeAddrs, o.bindAddress), p, hc); err != nil {
+	if err := watchNodePortAddresses(ctx, o, node, p, hc); err != nil {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.

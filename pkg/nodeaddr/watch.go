@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,8 +42,12 @@ type Watcher struct {
 	handle *netlink.Handle
 	ns     netns.NsHandle
 
-	mu  sync.Mutex
-	cur Selection
+	// reselect asks the loop to select again (the primary IPs changed).
+	reselect chan struct{}
+
+	mu      sync.Mutex
+	cur     Selection
+	primary []netip.Addr
 }
 
 // Start reads the addresses once, hands the selection to OnChange, and keeps
@@ -54,7 +59,7 @@ func Start(ctx context.Context, cfg WatchConfig) (*Watcher, error) {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 100 * time.Millisecond
 	}
-	w := &Watcher{cfg: cfg, ns: netns.None()}
+	w := &Watcher{cfg: cfg, ns: netns.None(), reselect: make(chan struct{}, 1), primary: cfg.Primary}
 	if cfg.NetNS != 0 {
 		w.ns = netns.NsHandle(cfg.NetNS)
 	}
@@ -77,6 +82,23 @@ func Start(ctx context.Context, cfg WatchConfig) (*Watcher, error) {
 	w.set(sel, true)
 	go w.loop(ctx, updates)
 	return w, nil
+}
+
+// SetPrimary changes the node's primary IPs (its Node object's addresses
+// changed) and, when they differ, selects again. kube-proxy exits and is
+// restarted with the new ones; the watcher follows them instead.
+func (w *Watcher) SetPrimary(primary []netip.Addr) {
+	w.mu.Lock()
+	same := slices.Equal(primary, w.primary)
+	w.primary = slices.Clone(primary)
+	w.mu.Unlock()
+	if same {
+		return
+	}
+	select {
+	case w.reselect <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // Current is the latest selection.
@@ -119,6 +141,7 @@ func (w *Watcher) loop(ctx context.Context, updates <-chan netlink.AddrUpdate) {
 				return
 			}
 		case <-tick.C:
+		case <-w.reselect:
 		}
 		sel, err := w.read()
 		if err != nil {
@@ -177,7 +200,10 @@ func (w *Watcher) read() (Selection, error) {
 	if err != nil {
 		return Selection{}, err
 	}
-	return Select(w.cfg.Spec, w.cfg.Primary, local), nil
+	w.mu.Lock()
+	primary := w.primary
+	w.mu.Unlock()
+	return Select(w.cfg.Spec, primary, local), nil
 }
 
 func (w *Watcher) set(sel Selection, first bool) {

@@ -64,3 +64,40 @@ func TestWatcherFollowsAddresses(t *testing.T) {
 }
 
 func addrsOf(s string) []netip.Addr { return addrs(s) }
+
+// TestWatcherFollowsPrimary: with --nodeport-addresses=primary, a new primary IP
+// (the Node's addresses changed) moves the selection without any address event.
+func TestWatcherFollowsPrimary(t *testing.T) {
+	ns := netnstest.New(t, "nodeprim")
+	ns.MustRun(t, "ip", "link", "add", "p0", "type", "veth", "peer", "name", "p1")
+	ns.MustRun(t, "ip", "addr", "add", "10.0.0.5/24", "dev", "p0")
+	ns.MustRun(t, "ip", "addr", "add", "172.18.0.3/24", "dev", "p1")
+	spec, err := Parse([]string{"primary", "fd00::/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Selection, 16)
+	w, err := Start(t.Context(), WatchConfig{Spec: spec, Primary: addrsOf("172.18.0.3"), NetNS: ns.Fd, Resync: time.Hour,
+		OnChange: func(s Selection) { got <- s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; !s.Equal(Selection{Addrs: addrsOf("172.18.0.3")}) {
+		t.Fatalf("first selection %+v, want 172.18.0.3", s)
+	}
+	w.SetPrimary(addrsOf("10.0.0.5"))
+	select {
+	case s := <-got:
+		if !s.Equal(Selection{Addrs: addrsOf("10.0.0.5")}) {
+			t.Errorf("after SetPrimary(10.0.0.5): %+v", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetPrimary changed nothing")
+	}
+	w.SetPrimary(addrsOf("10.0.0.5")) // the same: no change reported
+	select {
+	case s := <-got:
+		t.Errorf("the same primary reported a change: %+v", s)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
