@@ -96,7 +96,7 @@ var cellMetrics = map[string][]struct{ key, label string }{
 	"TestSwapBackToKubeProxyWithoutGap":                  swapCell,
 	"TestPodContract":                                    {{"healthy_after_ms", "healthy after %s ms"}},
 	"TestNodePortUDP/EndpointReplaced":                   {{"udp_recovery_ms", "recovered %s ms after delete"}},
-	"TestNodePortUDP/ZeroToOneEndpoint":                  {{"answered_after_ready_ms", "answered %s ms after the endpoint was ready"}},
+	"TestNodePortUDP/ZeroToOneEndpoint":                  {{"entries_before", "%s conntrack entries before"}, {"answered_after_ready_ms", "answered %s ms after the endpoint was ready"}},
 	"TestExternalTrafficPolicyLocal/HealthCheckNodePort": {{"hc_w2", "endpoint node %s"}, {"hc_w1", "worker 1 %s"}, {"hc_cp", "control plane %s"}},
 }
 
