@@ -22,12 +22,11 @@ type inertField struct {
 }
 
 const (
-	whyNoNodePorts = "svcproxy proxies ClusterIPs only: no NodePorts"
-	whyNoMarks     = "svcproxy masquerades without packet marks"
-	whyConntrack   = "svcproxy never changes conntrack sysctls"
-	whyOtherMode   = "this section is not read in the configured mode (kube-proxy ignores it too)"
-	whyIPVS        = "svcproxy does not program IPVS"
-	whyWindows     = "Windows only"
+	whyNoMarks   = "svcproxy masquerades without packet marks"
+	whyConntrack = "svcproxy never changes conntrack sysctls"
+	whyOtherMode = "this section is not read in the configured mode (kube-proxy ignores it too)"
+	whyIPVS      = "svcproxy does not program IPVS"
+	whyWindows   = "Windows only"
 )
 
 // appliedFields are the KubeProxyConfiguration fields svcproxy acts on. Some are
@@ -37,7 +36,7 @@ var appliedFields = []string{
 	"clientConnection.*", // kubeconfig, content types (protobuf by default), QPS, burst
 	"logging",            // component-base: format (text, json), verbosity, vmodule, flush frequency, options
 	"hostnameOverride",
-	"bindAddress",                                                             // the default server addresses' IP family
+	"bindAddress",                                                             // the node's primary IP (nodePortAddresses 'primary'); the default server addresses' IP family
 	"healthzBindAddress",                                                      // /healthz and /livez
 	"metricsBindAddress",                                                      // /metrics, /healthz, /proxyMode, /configz
 	"bindAddressHardFail",                                                     // svcproxy always exits when it cannot bind, as with true
@@ -46,9 +45,11 @@ var appliedFields = []string{
 	"iptables.masqueradeAll", "iptables.syncPeriod", "iptables.minSyncPeriod", // mode iptables or blank
 	"nftables.masqueradeAll", "nftables.syncPeriod", "nftables.minSyncPeriod", // mode nftables
 	"ipvs.syncPeriod", "ipvs.minSyncPeriod", // mode ipvs
-	"clusterCIDR",      // traffic from outside it is masqueraded
-	"oomScoreAdj",      // written to /proc/self/oom_score_adj
-	"configSyncPeriod", // the informers' resync period
+	"clusterCIDR",                 // traffic from outside it is masqueraded
+	"oomScoreAdj",                 // written to /proc/self/oom_score_adj
+	"configSyncPeriod",            // the informers' resync period
+	"nodePortAddresses",           // NodePorts and health check node ports on these addresses (default: all; primary in nftables mode)
+	"iptables.localhostNodePorts", // NodePorts on 127.0.0.1, in iptables or blank mode
 }
 
 // inertFields are the KubeProxyConfiguration fields svcproxy does not apply (or not
@@ -56,13 +57,10 @@ var appliedFields = []string{
 var inertFields = []inertField{
 	{path: "mode", why: "svcproxy always programs nftables", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Mode },
 		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Mode == modeIPVS }},
-	{path: "bindAddress", why: "svcproxy has no LoadBalancer source ranges, for which kube-proxy takes it as the node IP", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.BindAddress },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
-			return c.BindAddress != "0.0.0.0" && c.BindAddress != "::"
-		}},
 	{path: "showHiddenMetricsForVersion", why: "svcproxy hides no metrics", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.ShowHiddenMetricsForVersion }},
 	{path: "iptables.masqueradeBit", why: whyNoMarks, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.MasqueradeBit }},
-	{path: "iptables.localhostNodePorts", why: whyNoNodePorts, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.LocalhostNodePorts }},
+	{path: "iptables.localhostNodePorts", why: "kube-proxy's nftables mode never serves NodePorts on 127.0.0.1", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.LocalhostNodePorts },
+		inMode: only(modeNFTables)},
 	{path: "iptables.masqueradeAll", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.MasqueradeAll },
 		inMode: only(modeNFTables)},
 	{path: "iptables.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.SyncPeriod },
@@ -99,8 +97,6 @@ var inertFields = []inertField{
 		}},
 	{path: "detectLocal.bridgeInterface", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.BridgeInterface }},
 	{path: "detectLocal.interfaceNamePrefix", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.InterfaceNamePrefix }},
-	{path: "nodePortAddresses", why: whyNoNodePorts, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NodePortAddresses },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return len(c.NodePortAddresses) > 0 }},
 	{path: "portRange", why: "kube-proxy ignores it too (userspace mode is gone)", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.PortRange }},
 	// Conntrack: 0 means "leave the kernel's value", which is what svcproxy does; a
 	// value would make kube-proxy write a sysctl. kube-proxy's non-zero defaults are

@@ -298,7 +298,8 @@ func TestNotApplicableWarnings(t *testing.T) {
 		{name: "own mode's section is applied", body: "mode: nftables\nnftables: {syncPeriod: 10s, minSyncPeriod: 2s, masqueradeAll: true}\n"},
 		{name: "nftables section in blank mode", body: "nftables: {syncPeriod: 10s}\n", want: []string{"nftables.syncPeriod"}},
 		{name: "marks", body: "iptables: {masqueradeBit: 12}\nnftables: {masqueradeBit: 13}\n", want: []string{"iptables.masqueradeBit", "nftables.masqueradeBit"}},
-		{name: "node ports", body: "nodePortAddresses: [primary]\niptables: {localhostNodePorts: false}\n", want: []string{"iptables.localhostNodePorts", "nodePortAddresses"}},
+		{name: "node ports are applied", body: "nodePortAddresses: [primary, 10.0.0.0/8]\niptables: {localhostNodePorts: false}\n"},
+		{name: "localhost NodePorts are iptables mode's", body: "mode: nftables\niptables: {localhostNodePorts: false}\n", want: []string{"iptables.localhostNodePorts"}},
 		{name: "ipvs section", body: "ipvs: {scheduler: rr, strictARP: true, excludeCIDRs: [10.0.0.0/8], tcpTimeout: 1s, tcpFinTimeout: 1s, udpTimeout: 1s}\n",
 			want: []string{"ipvs.excludeCIDRs", "ipvs.scheduler", "ipvs.strictARP", "ipvs.tcpFinTimeout", "ipvs.tcpTimeout", "ipvs.udpTimeout"}},
 		{name: "conntrack values", body: "conntrack: {maxPerCore: 65536, min: 1, tcpEstablishedTimeout: 1h, tcpCloseWaitTimeout: 2h, tcpBeLiberal: true, udpTimeout: 30s, udpStreamTimeout: 2m}\n",
@@ -307,7 +308,7 @@ func TestNotApplicableWarnings(t *testing.T) {
 			want: []string{"detectLocal.bridgeInterface", "detectLocal.interfaceNamePrefix", "detectLocalMode"}},
 		{name: "windows", body: "winkernel: {networkName: net1, sourceVip: 10.0.0.1, enableDSR: true, rootHnsEndpointName: r, forwardHealthCheckVip: true}\nwindowsRunAsService: true\n",
 			want: []string{"windowsRunAsService", "winkernel.enableDSR", "winkernel.forwardHealthCheckVip", "winkernel.networkName", "winkernel.rootHnsEndpointName", "winkernel.sourceVip"}},
-		{name: "misc", body: "portRange: 1-2\nbindAddress: 10.0.0.5\n", want: []string{"bindAddress", "portRange"}},
+		{name: "misc", body: "portRange: 1-2\nbindAddress: 10.0.0.5\n", want: []string{"portRange"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parseFlags([]string{"--config", writeConfigFile(t, tc.body)})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -39,6 +41,13 @@ type options struct {
 	ignored  map[string]*string
 
 	noTakeover bool // --takeover=false
+
+	// nodePorts is nodePortAddresses parsed, with the mode's default applied.
+	nodePorts nodeaddr.Spec
+	// localhostNodePorts: NodePorts also answer on 127.0.0.1 (iptables mode only).
+	localhostNodePorts bool
+	// bindAddress overrides the Node's primary IP of its family (for `primary`).
+	bindAddress string
 }
 
 // kubeProxyFlags are kube-proxy flags that do not apply to this proxy and have no
@@ -124,7 +133,9 @@ func parseFlags(args []string) (*options, error) {
 		o.warn("Feature gate has no effect in svcproxy", "field", "featureGates."+g, "value", cfg.FeatureGates[g])
 	}
 	o.warnings = append(o.warnings, notApplicable(cfg)...)
-	o.resolve(cfg)
+	if err := o.resolve(cfg); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
 	return o, nil
 }
 
@@ -150,7 +161,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.BoolVar(&mf.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent via Service cluster IPs.")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "IP:port for the metrics server, serving /metrics, /healthz, /proxyMode and /configz (empty to disable).")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "IP:port for the health check server, serving /healthz and /livez (empty to disable).")
-	fs.StringVar(&cfg.BindAddress, "bind-address", cfg.BindAddress, "kube-proxy's idea of the node's primary IP; svcproxy uses it only for the default server addresses' IP family.")
+	fs.StringVar(&cfg.BindAddress, "bind-address", cfg.BindAddress, "The node's primary IP when not 0.0.0.0 or :: (overrides the Node object's for --nodeport-addresses=primary); its family also picks the default server addresses.")
 	fs.BoolVar(&cfg.BindAddressHardFail, "bind-address-hard-fail", false, "Accepted for kube-proxy compatibility: svcproxy always exits when a server cannot bind.")
 	fs.BoolVar(&cfg.EnableProfiling, "profiling", false, "Serve /debug/pprof on the metrics address.")
 	fs.StringVar(&cfg.ShowHiddenMetricsForVersion, "show-hidden-metrics-for-version", "", "Accepted for kube-proxy compatibility: svcproxy hides no metrics.")
@@ -160,7 +171,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.DurationVar(&mf.ipvsSyncPeriod, "ipvs-sync-period", cfg.IPVS.SyncPeriod.Duration, "Like kube-proxy: the sync period in ipvs mode.")
 	fs.DurationVar(&mf.ipvsMinSyncPeriod, "ipvs-min-sync-period", cfg.IPVS.MinSyncPeriod.Duration, "Like kube-proxy: the minimum sync period in ipvs mode.")
 	fs.Int32Var(cfg.IPTables.MasqueradeBit, "iptables-masquerade-bit", *cfg.IPTables.MasqueradeBit, "Accepted for kube-proxy compatibility (svcproxy marks no packets).")
-	fs.BoolVar(cfg.IPTables.LocalhostNodePorts, "iptables-localhost-nodeports", *cfg.IPTables.LocalhostNodePorts, "Accepted for kube-proxy compatibility (svcproxy serves no NodePorts).")
+	fs.BoolVar(cfg.IPTables.LocalhostNodePorts, "iptables-localhost-nodeports", *cfg.IPTables.LocalhostNodePorts, "If false, NodePorts do not answer on 127.0.0.1 (as in kube-proxy, only in iptables or blank mode: nftables mode never serves them).")
 	fs.StringVar(&cfg.IPVS.Scheduler, "ipvs-scheduler", "", "Accepted for kube-proxy compatibility (ipvs mode).")
 	fs.StringSliceVar(&cfg.IPVS.ExcludeCIDRs, "ipvs-exclude-cidrs", nil, "Accepted for kube-proxy compatibility (ipvs mode).")
 	fs.BoolVar(&cfg.IPVS.StrictARP, "ipvs-strict-arp", false, "Accepted for kube-proxy compatibility (ipvs mode).")
@@ -170,7 +181,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.StringVar((*string)(&cfg.DetectLocalMode), "detect-local-mode", "", "Only ClusterCIDR (the default) applies in svcproxy.")
 	fs.StringVar(&cfg.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "Accepted for kube-proxy compatibility (detect-local-mode BridgeInterface).")
 	fs.StringVar(&cfg.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "Accepted for kube-proxy compatibility (detect-local-mode InterfaceNamePrefix).")
-	fs.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, "Accepted for kube-proxy compatibility (svcproxy serves no NodePorts).")
+	fs.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, "The node addresses NodePorts and health check node ports answer on: CIDRs and the keywords 'primary' (the Node's primary IPs, or --bind-address), 'localhost', 'all', in any combination. Default: all local addresses ('primary' in nftables mode), followed as interface addresses change.")
 	fs.Int32Var(cfg.OOMScoreAdj, "oom-score-adj", *cfg.OOMScoreAdj, "The oom_score_adj value for the svcproxy process, within [-1000, 1000].")
 	fs.Int32Var(cfg.Conntrack.MaxPerCore, "conntrack-max-per-core", *cfg.Conntrack.MaxPerCore, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
 	fs.Int32Var(cfg.Conntrack.Min, "conntrack-min", *cfg.Conntrack.Min, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
@@ -274,7 +285,7 @@ func isLoggingFlag(name string) bool {
 }
 
 // resolve reads what serve needs out of the effective configuration.
-func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) {
+func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 	o.config = cfg
 	sync, minSync, masq, _ := modeSection(cfg)
 	o.kubeconfig = cfg.ClientConnection.Kubeconfig
@@ -283,6 +294,27 @@ func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) {
 	o.masqueradeAll = *masq
 	o.syncPeriod, o.minSyncPeriod = sync.Duration, minSync.Duration
 	o.metricsAddr, o.healthzAddr = cfg.MetricsBindAddress, cfg.HealthzBindAddress
+	o.bindAddress = cfg.BindAddress
+	var err error
+	o.nodePorts, o.localhostNodePorts, err = nodePortSettings(cfg)
+	return err
+}
+
+// nodePortSettings applies kube-proxy's per-mode defaults: with no
+// nodePortAddresses, iptables (and blank, and ipvs) mode serve NodePorts on every
+// local address, nftables mode on the primary IPs only; localhost NodePorts are
+// an iptables-mode setting that nftables mode never honours.
+func nodePortSettings(cfg *kubeproxyconfig.KubeProxyConfiguration) (nodeaddr.Spec, bool, error) {
+	entries := cfg.NodePortAddresses
+	localhost := cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
+	if cfg.Mode == modeNFTables {
+		localhost = false
+		if len(entries) == 0 {
+			entries = []string{nodeaddr.KeywordPrimary}
+		}
+	}
+	spec, err := nodeaddr.Parse(entries)
+	return spec, localhost, err
 }
 
 func (o *options) warn(msg string, kv ...any) {

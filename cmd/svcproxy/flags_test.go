@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -16,6 +18,10 @@ func TestParseFlags(t *testing.T) {
 		minSyncPeriod: time.Second,
 		metricsAddr:   "127.0.0.1:10249",
 		healthzAddr:   "0.0.0.0:10256",
+		bindAddress:   "0.0.0.0",
+		// iptables mode's: every local address, localhost too.
+		nodePorts:          nodeaddr.Spec{All: true},
+		localhostNodePorts: true,
 	}
 	for _, tc := range []struct {
 		name    string
@@ -73,6 +79,7 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--cluster-cidr", "fd00::/48"},
 			want: func(o *options) { o.clusterCIDR = "fd00::/48" },
 		},
+		{name: "bad node port address fails", args: []string{"--nodeport-addresses", "10.0.0.0/8,10.1.2.3"}, wantErr: `nodePortAddresses[1]: Invalid value: "10.1.2.3"`},
 		{name: "bad cluster CIDR fails", args: []string{"--cluster-cidr", "bad"}, wantErr: `clusterCIDR[0]: Invalid value: "bad"`},
 		{name: "one bad entry of a dual-stack CIDR fails", args: []string{"--cluster-cidr", "10.244.0.0/16,nope"}, wantErr: `clusterCIDR[1]: Invalid value: "nope"`},
 		{name: "bad duration fails", args: []string{"--sync-period", "soon"}, wantErr: "sync-period"},
@@ -173,6 +180,12 @@ func TestRenderCommand(t *testing.T) {
 	if err := os.WriteFile(dir+"/seed.yaml", []byte(slice), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const np = "testdata/nodeports"
+	local := t.TempDir()
+	itpLocal := strings.Replace(string(mustReadSeed(t)), "  selector:", "  internalTrafficPolicy: Local\n  selector:", 1)
+	if err := os.WriteFile(local+"/seed.yaml", []byte(itpLocal), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -196,6 +209,63 @@ func TestRenderCommand(t *testing.T) {
 			args:     []string{"render", "--cluster-cidr", "10.244.0.0/16"},
 			contains: []string{"10.244.0.0/16", "masquerade"},
 		},
+		{
+			name:     "hostname-override: internalTrafficPolicy Local uses this node's endpoints",
+			args:     []string{"render", "-f", local, "--hostname-override", "Worker"},
+			contains: []string{": 10.244.1.2 . 80"},
+		},
+		{
+			name:   "without it the node has none",
+			args:   []string{"render", "-f", local},
+			absent: []string{": 10.244.1.2 . 80"},
+		},
+		{
+			name:     "render --node-ip --nodeport-addresses: NodePorts on the selected address only",
+			args:     []string{"render", "-f", np, "--node-ip", "172.18.0.3,10.0.0.5", "--nodeport-addresses", "10.0.0.0/8"},
+			contains: []string{"set nodeport-ips {", "elements = { 10.0.0.5 }", "tcp . 30080"},
+			absent:   []string{"172.18.0.3"},
+		},
+		{
+			name:     "trace: a NodePort from outside goes to every endpoint, masqueraded",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade\n", "dnat 10.244.2.2:80 masquerade\n"},
+		},
+		{
+			name:     "trace: without --node-ip the node's address is not known to be local",
+			args:     []string{"trace", "-f", np, "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"accept\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: not on an address --nodeport-addresses selects",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--nodeport-addresses", "10.0.0.0/8", "203.0.113.7", "172.18.0.3:30080"},
+			contains: []string{"accept\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: externalTrafficPolicy Local keeps the client's address and this node's endpoint",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--hostname-override", "me", "203.0.113.7", "172.18.0.3:30081"},
+			contains: []string{"dnat 10.244.1.3:80\n"},
+			absent:   []string{"10.244.2.3", "masquerade"},
+		},
+		{
+			name:     "trace: ... and drops on a node without one",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--hostname-override", "elsewhere", "203.0.113.7", "172.18.0.3:30081"},
+			contains: []string{"drop\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:     "trace: localhost NodePort from the node",
+			args:     []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "127.0.0.1", "127.0.0.1:30080", "local"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade\n"},
+		},
+		{
+			name:   "trace: not with --iptables-localhost-nodeports=false",
+			args:   []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--iptables-localhost-nodeports=false", "127.0.0.1", "127.0.0.1:30080", "local"},
+			absent: []string{"dnat"},
+		},
+		{name: "bad node IP", args: []string{"render", "--node-ip", "10.0.0"}, code: 2},
+		{name: "bad nodeport address", args: []string{"trace", "--nodeport-addresses", "10.0.0.1", "10.244.2.9", "10.96.0.10:80"}, code: 2},
 		{name: "missing directory", args: []string{"render", "-f", dir + "/nope"}, code: 1},
 		{name: "bad cluster CIDR", args: []string{"render", "--cluster-cidr", "bad"}, code: 2},
 		{name: "unknown render flag", args: []string{"render", "--bogus"}, code: 2},

@@ -37,20 +37,51 @@ func nodeEligible(n *corev1.Node) bool {
 // NodeManager's wait for the node's IPs) before going on without it.
 const nodeWait = 30 * time.Second
 
-// watchNodeEligibility watches this node's Node object and reports nodeEligible of
-// its latest version. Like kube-proxy's NodeManager, it returns once the informer
-// has synced and the Node exists, or wait has passed.
-func watchNodeEligibility(ctx context.Context, client cluster, name string, wait time.Duration) func() bool {
+// nodeWatch is this node's Node object as an informer sees it.
+type nodeWatch struct {
+	get func() (*corev1.Node, bool)
+	// changed is signalled (without blocking) when the Node is added or updated.
+	changed chan struct{}
+}
+
+// Changed is signalled whenever the Node may have changed; read Addresses then.
+func (w nodeWatch) Changed() <-chan struct{} { return w.changed }
+
+// Eligible is nodeEligible of the Node's latest version (false while unknown).
+func (w nodeWatch) Eligible() bool {
+	n, ok := w.get()
+	return ok && nodeEligible(n)
+}
+
+// Addresses are the Node's status addresses now (nil while unknown), from which
+// the primary IPs of --nodeport-addresses=primary come.
+func (w nodeWatch) Addresses() []corev1.NodeAddress {
+	if n, ok := w.get(); ok {
+		return n.Status.Addresses
+	}
+	return nil
+}
+
+// watchNode watches this node's Node object. Like kube-proxy's NodeManager, it
+// returns once the informer has synced and the Node exists, or wait has passed.
+func watchNode(ctx context.Context, client cluster, name string, wait time.Duration) nodeWatch {
 	informer := nodeInformer(client, name)
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+	})
 	go informer.Run(ctx.Done())
 	get := func() (*corev1.Node, bool) {
 		obj, exists, err := informer.GetStore().GetByKey(name)
 		n, _ := obj.(*corev1.Node)
 		return n, err == nil && exists && n != nil
-	}
-	eligible := func() bool {
-		n, ok := get()
-		return ok && nodeEligible(n)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -61,9 +92,9 @@ func watchNodeEligibility(ctx context.Context, client cluster, name string, wait
 		})
 	}
 	if _, ok := get(); !ok {
-		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is", "node", name)
+		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is, and NodePort address 'primary' falls back to --bind-address", "node", name)
 	}
-	return eligible
+	return nodeWatch{get: get, changed: changed}
 }
 
 // nodeInformer is the informer client-go's factory builds for core/v1 Nodes

@@ -31,9 +31,9 @@ func TestNodeEligible(t *testing.T) {
 	}
 }
 
-func TestWatchNodeEligibility(t *testing.T) {
+func TestWatchNodeEligible(t *testing.T) {
 	client := fake.NewClientset()
-	eligible := watchNodeEligibility(t.Context(), fakeCluster(client), "n1", 100*time.Millisecond)
+	eligible := watchNode(t.Context(), fakeCluster(client), "n1", 100*time.Millisecond).Eligible
 	if eligible() {
 		t.Fatal("eligible before the Node exists")
 	}
@@ -51,14 +51,32 @@ func TestWatchNodeEligibility(t *testing.T) {
 
 // Like kube-proxy, the start waits for this node's Node (so /healthz's first
 // answer is right), but not forever.
-func TestWatchNodeEligibilityWaitsForTheNode(t *testing.T) {
+func TestWatchNodeWaitsForTheNode(t *testing.T) {
 	client := fake.NewClientset()
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
 	}()
 	start := time.Now()
-	if eligible := watchNodeEligibility(t.Context(), fakeCluster(client), "n1", 10*time.Second); !eligible() {
+	if eligible := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second).Eligible; !eligible() {
 		t.Errorf("not eligible once the Node exists (returned after %v)", time.Since(start))
+	}
+}
+
+// The Node's addresses are what --nodeport-addresses=primary reads, once the
+// start has waited for the Node.
+func TestWatchNodeAddresses(t *testing.T) {
+	client := fake.NewClientset()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}}}}, metav1.CreateOptions{})
+	}()
+	w := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second)
+	if got := w.Addresses(); len(got) != 1 || got[0].Address != "172.18.0.3" {
+		t.Errorf("Addresses() = %v, want the InternalIP 172.18.0.3", got)
+	}
+	if got := watchNode(t.Context(), fakeCluster(client), "n2", 100*time.Millisecond).Addresses(); got != nil {
+		t.Errorf("Addresses() of an unknown Node = %v, want nil", got)
 	}
 }

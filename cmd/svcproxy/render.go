@@ -35,11 +35,12 @@ func traceCmd(args []string) int {
 	if r == nil {
 		return code
 	}
-	pkt, err := parsePacket(pos)
+	pkt, err := parsePacket(pos.pos)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
+		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] [--node-ip IP,...] [--hostname-override NODE] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
 		return 2
 	}
+	pkt.NodeAddrs = pos.nodeAddrs
 	outcomes, err := nft.Trace(r, pkt, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,23 +49,33 @@ func traceCmd(args []string) int {
 	for _, o := range outcomes {
 		fmt.Println(o)
 	}
+	if !pos.nodeIPGiven && len(outcomes) == 1 && outcomes[0] == (nft.Outcome{}) {
+		fmt.Fprintln(os.Stderr, "trace: the destination is not a Service address here; for a NodePort, give the node's addresses with --node-ip")
+	}
 	return 0
 }
 
 // offlineRuleset parses the flags shared by render and trace and renders the
 // manifests; on failure it returns a nil ruleset and the exit code.
-func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
+func offlineRuleset(name string, args []string) (*nft.Ruleset, offlineArgs, int) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
 	cidr := fs.String("cluster-cidr", "", "Pod CIDR; service traffic from outside it is masqueraded.")
 	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
+	var node offlineNode
+	addOfflineNodeFlags(fs, &node)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, 2
+		return nil, offlineArgs{}, 2
+	}
+	local, sel, err := node.resolve()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return nil, offlineArgs{}, 2
 	}
 	objs, problems, err := loadManifests(*dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return nil, nil, 1
+		return nil, offlineArgs{}, 1
 	}
 	for _, p := range problems {
 		fmt.Fprintf(os.Stderr, "skipping %s\n", p)
@@ -72,15 +83,26 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, []string, int) {
 	o := &options{clusterCIDR: *cidr}
 	if errs := validateClusterCIDRs(*cidr, field.NewPath("--cluster-cidr")); *cidr != "" && len(errs) > 0 {
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
-		return nil, nil, 2
+		return nil, offlineArgs{}, 2
 	}
-	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR()}
+	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR(),
+		NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnInvalid: func(kind, ns, name, reason string) {
 		fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s: %s\n", kind, ns, name, reason)
 	}})
 	feed(tr, objs, nil)
 	snap, _, _ := tr.Take()
-	return proxy.RenderAll(snap, opts), fs.Args(), 0
+	r := proxy.RenderAll(snap, opts)
+	addrs, all := sel.IPv4()
+	proxy.ServeNodePortsOn(r, opts, proxy.NodeAddresses{All: all, Addrs: addrs})
+	return r, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(node.ips) > 0}, 0
+}
+
+// offlineArgs is what trace needs besides the ruleset.
+type offlineArgs struct {
+	pos         []string     // SRC DST:PORT[/PROTO] [local]
+	nodeAddrs   []netip.Addr // the node's addresses, for "fib daddr type local"
+	nodeIPGiven bool
 }
 
 var protoByName = map[string]uint8{"tcp": nft.ProtoTCP, "udp": nft.ProtoUDP, "sctp": nft.ProtoSCTP, "icmp": nft.ProtoICMP}

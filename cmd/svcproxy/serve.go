@@ -65,8 +65,11 @@ func serve(ctx context.Context, o *options) error {
 	if err != nil {
 		klog.ErrorS(err, "No conntrack cleanup for UDP and SCTP Services")
 	}
+	hc := newHealthCheckServer(reg, events, nodeName(o), health)
+	hc.CloseOnDone(ctx)
 	cfg := proxy.Config{
-		Options:       proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o)},
+		Options: proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
+			LocalhostNodePorts: o.localhostNodePorts, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
 		Tracker:       tracker,
 		Kernel:        kernel,
 		Metrics:       metrics,
@@ -77,6 +80,7 @@ func serve(ctx context.Context, o *options) error {
 	if ct != nil {
 		cfg.Conntrack = ct
 	}
+	cfg.OnHealthCheckServices = healthCheckHook(hc)
 	if !o.noTakeover {
 		cfg.OnSynced = takeoverAfterSync(ctx, takeoverRemoved)
 	}
@@ -94,6 +98,7 @@ func serve(ctx context.Context, o *options) error {
 	}
 
 	var waitReady func(context.Context) bool
+	var node *nodeWatch // this node's Node object (nil without a cluster)
 	if o.manifests != "" {
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
@@ -107,13 +112,19 @@ func serve(ctx context.Context, o *options) error {
 		events.connect(client, nodeName(o), trackerUID(tracker))
 		// Like kube-proxy, /healthz answers once this node's Node is known
 		// (or nodeWait passed), so that its first answer is right.
-		health.SetNodeEligible(watchNodeEligibility(ctx, client, nodeName(o), nodeWait))
+		nw := watchNode(ctx, client, nodeName(o), nodeWait)
+		node = &nw
+		health.SetNodeEligible(node.Eligible)
 		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
 			return err
 		}
 		waitReady, err = watchCluster(ctx, client, tracker, o.config.ConfigSyncPeriod.Duration)
 	}
 	if err != nil {
+		return err
+	}
+	// Before the first sync, so that it already serves NodePorts where it should.
+	if err := watchNodePortAddresses(ctx, o, node, p, hc); err != nil {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.

@@ -114,6 +114,11 @@ func (h *Health) health(now time.Time) healthJSON {
 	return b
 }
 
+// Healthy is the proxy's own health, what /livez answers: no change has waited
+// past Timeout. The health check node ports report it as serviceProxyHealthy;
+// like kube-proxy's, it leaves out whether the node is eligible.
+func (h *Health) Healthy() bool { return h.health(h.now()).Healthy }
+
 // Handler serves /healthz and /livez.
 func (h *Health) Handler() http.Handler {
 	mux := http.NewServeMux()

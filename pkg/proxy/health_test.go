@@ -67,6 +67,11 @@ func TestHealth(t *testing.T) {
 				h.SetNodeEligible(func() bool { return false })
 			}
 			tc.events(h)
+			// Healthy is /livez's answer: the health check node ports'
+			// serviceProxyHealthy ignores node eligibility, as kube-proxy's.
+			if got := h.Healthy(); got != (tc.livezCode == 200) {
+				t.Errorf("Healthy() = %v, want %v", got, tc.livezCode == 200)
+			}
 			for _, c := range []struct {
 				path, body string
 				code       int

@@ -153,6 +153,7 @@ func (c *cluster) up(ctx context.Context) error {
 		fn   func(context.Context) error
 	}{
 		{"network", c.setupNetwork},
+		{"outside", c.setupOutside},
 		{"pki", c.setupPKI},
 		{"control plane", c.startControlPlane},
 		{"nodes", c.registerNodes},

@@ -35,6 +35,44 @@ var scenarios = []struct{ test, title string }{
 	{"TestUDP", "6. UDP round trip, endpoint replaced under a live socket"},
 	{"TestProxyRestart", "7. Proxy `kill -9` + restart under load"},
 	{"TestProgrammingLatency", "8. Programming latency (EndpointSlice write → first answer)"},
+	{"TestNodePort", "16. NodePort (TCP), endpoint on worker 2 (whole scenario), reached:"},
+	{"TestNodePort/FromOutside", "16a. from outside the cluster, via worker 1"},
+	{"TestNodePort/FromOutsideViaControlPlane", "16b. from outside, via the control-plane node"},
+	{"TestNodePort/FromAnotherNode", "16c. from worker 2 (the node) to worker 1"},
+	{"TestNodePort/FromPodToOwnNode", "16d. from a pod to its own node's address"},
+	{"TestNodePort/FromPodToOtherNode", "16e. from a pod to the other worker's address"},
+	{"TestNodePort/FromTheNode", "16f. from the node to its own address"},
+	{"TestNodePort/ViaLocalhost", "16g. from the node to 127.0.0.1 (iptables mode answers, nftables mode refuses; svcproxy follows iptables)"},
+	{"TestNodePortUDP", "17. UDP NodePort from outside (whole scenario)"},
+	{"TestNodePortUDP/EndpointReplaced", "17a. UDP NodePort from outside, endpoint replaced under a live socket"},
+	{"TestNodePortUDP/ZeroToOneEndpoint", "17b. UDP NodePort, client sending since before the Service: 0 → 1 endpoint answered at once"},
+	{"TestExternalIP", "18. externalIP, endpoint on worker 2 (whole scenario)"},
+	{"TestExternalIP/FromOutside", "18a. externalIP from outside (routed via worker 1)"},
+	{"TestExternalIP/FromPod", "18b. externalIP from a pod"},
+	{"TestExternalIP/FromTheNode", "18c. externalIP from the node"},
+	{"TestLoadBalancer", "19. LoadBalancer, ingress written as a cloud controller would, endpoint on worker 2 (whole scenario)"},
+	{"TestLoadBalancer/Ingress/FromOutside", "19a. LoadBalancer ingress IP from outside"},
+	{"TestLoadBalancer/Ingress/FromPod", "19b. LoadBalancer ingress IP from a pod"},
+	{"TestLoadBalancer/Ingress/FromTheNode", "19c. LoadBalancer ingress IP from the node"},
+	{"TestLoadBalancer/SourceRanges/AllowedSource", "19d. loadBalancerSourceRanges: allowed source answered"},
+	{"TestLoadBalancer/SourceRanges/OtherSourceDropped", "19e. loadBalancerSourceRanges: other source dropped"},
+	{"TestLoadBalancer/IPModeProxy/VIPCapturedFromTheNode", "19f. ipMode VIP ingress captured by the node"},
+	{"TestLoadBalancer/IPModeProxy/ProxyNotCapturedFromTheNode", "19g. ipMode Proxy ingress not captured: the node reaches the external LB"},
+	{"TestLoadBalancer/IPModeProxy/ProxyNotCapturedFromPod", "19h. ipMode Proxy ingress not captured: a pod reaches the external LB"},
+	{"TestLoadBalancer/NoNodePorts", "19i. allocateLoadBalancerNodePorts: false, ingress IP answered"},
+	{"TestExternalTrafficPolicyLocal", "20. externalTrafficPolicy: Local, endpoint on worker 2 (whole scenario)"},
+	{"TestExternalTrafficPolicyLocal/SourcePreservedNodePort", "20a. Local: client source preserved through the endpoint node's NodePort"},
+	{"TestExternalTrafficPolicyLocal/SourcePreservedLoadBalancer", "20b. Local: client source preserved through the ingress IP"},
+	{"TestExternalTrafficPolicyLocal/PodReachesLoadBalancerIP", "20c. Local: pod on a node without endpoint reaches the ingress IP"},
+	{"TestExternalTrafficPolicyLocal/PodReachesExternalIP", "20d. Local: pod on a node without endpoint reaches the externalIP (kube-proxy nftables #131765)"},
+	{"TestExternalTrafficPolicyLocal/PodReachesNodePort", "20e. Local: pod reaches its own node's NodePort (no local endpoint)"},
+	{"TestExternalTrafficPolicyLocal/NodeReachesLoadBalancerIP", "20f. Local: node without endpoint reaches the ingress IP"},
+	{"TestExternalTrafficPolicyLocal/NodeWithoutEndpointDropsNodePort", "20g. Local: outside to the NodePort of a node without endpoint: dropped"},
+	{"TestExternalTrafficPolicyLocal/NodeWithoutEndpointDropsLoadBalancer", "20h. Local: outside to the ingress IP via a node without endpoint: dropped"},
+	{"TestExternalTrafficPolicyLocal/HealthCheckNodePort", "20i. Local: healthCheckNodePort, kube-proxy's JSON: 200 on the endpoint's node, 503 on the others"},
+	{"TestExternalTrafficPolicyCluster", "21. externalTrafficPolicy: Cluster, endpoint on worker 2 (whole scenario)"},
+	{"TestExternalTrafficPolicyCluster/MasqueradedViaOtherNode", "21a. Cluster: masqueraded via a node without endpoint"},
+	{"TestExternalTrafficPolicyCluster/MasqueradedViaEndpointNode", "21b. Cluster: masqueraded via the endpoint's node"},
 	{"TestSwapFromKubeProxyIptables", "11. Swap kube-proxy (iptables) → svcproxy node by node under load (svcproxy run only)"},
 	{"TestSwapFromKubeProxyNftables", "12. Swap kube-proxy (nftables) → svcproxy node by node under load (svcproxy run only)"},
 	{"TestSwapBackToKubeProxy", "13. Way back: svcproxy `--cleanup`, kube-proxy (iptables) (svcproxy run only)"},
@@ -46,17 +84,30 @@ var order = []string{"svcproxy", "kube-proxy-iptables", "kube-proxy-nftables"}
 
 // cellMetrics lists the numbers shown in a cell, per test.
 var cellMetrics = map[string][]struct{ key, label string }{
-	"TestPodNetwork":                    {{"clusterip_source", "source %s"}},
-	"TestHeadlessAndExternalName":       {{"rules_name_services", "rules name Services: %s"}},
-	"TestNoEndpointsRefused":            {{"refused_ms", "refused in %s ms"}},
-	"TestUDP":                           {{"udp_recovery_ms", "recovered %s ms after delete"}},
-	"TestProxyRestart":                  {{"restart_failed", "%s failed"}, {"restart_healthy_ms", "healthy after %s ms"}, {"restart_changed_failed", "with a change while down: %s failed"}},
-	"TestProgrammingLatency":            {{"latency_p50_ms", "p50 %s ms"}, {"latency_max_ms", "max %s ms"}, {"latency_all_ms", "(%s)"}},
-	"TestSwapFromKubeProxyIptables":     swapCell,
-	"TestSwapFromKubeProxyNftables":     swapCell,
-	"TestSwapBackToKubeProxy":           swapCell,
-	"TestSwapBackToKubeProxyWithoutGap": swapCell,
-	"TestPodContract":                   {{"healthy_after_ms", "healthy after %s ms"}},
+	"TestPodNetwork":                                     {{"clusterip_source", "source %s"}},
+	"TestHeadlessAndExternalName":                        {{"rules_name_services", "rules name Services: %s"}},
+	"TestNoEndpointsRefused":                             {{"refused_ms", "refused in %s ms"}},
+	"TestUDP":                                            {{"udp_recovery_ms", "recovered %s ms after delete"}},
+	"TestProxyRestart":                                   {{"restart_failed", "%s failed"}, {"restart_healthy_ms", "healthy after %s ms"}, {"restart_changed_failed", "with a change while down: %s failed"}},
+	"TestProgrammingLatency":                             {{"latency_p50_ms", "p50 %s ms"}, {"latency_max_ms", "max %s ms"}, {"latency_all_ms", "(%s)"}},
+	"TestSwapFromKubeProxyIptables":                      swapCell,
+	"TestSwapFromKubeProxyNftables":                      swapCell,
+	"TestSwapBackToKubeProxy":                            swapCell,
+	"TestSwapBackToKubeProxyWithoutGap":                  swapCell,
+	"TestPodContract":                                    {{"healthy_after_ms", "healthy after %s ms"}},
+	"TestNodePortUDP/EndpointReplaced":                   {{"udp_recovery_ms", "recovered %s ms after delete"}},
+	"TestNodePortUDP/ZeroToOneEndpoint":                  {{"entries_before", "%s conntrack entries before"}, {"answered_after_ready_ms", "answered %s ms after the endpoint was ready"}},
+	"TestExternalTrafficPolicyLocal/HealthCheckNodePort": {{"hc_w2", "endpoint node %s"}, {"hc_w1", "worker 1 %s"}, {"hc_cp", "control plane %s"}},
+}
+
+// External-traffic paths (TestNodePort/..., TestLoadBalancer/..., ...)
+// show what happened: answered by whom, refused, dropped, or the peer
+// address the endpoint saw.
+func metricsOf(test string) []struct{ key, label string } {
+	if m, ok := cellMetrics[test]; ok {
+		return m
+	}
+	return []struct{ key, label string }{{"outcome", "%s"}, {"peer", "endpoint saw %s"}}
 }
 
 var swapCell = []struct{ key, label string }{
@@ -103,7 +154,7 @@ func cell(r *run, test string) string {
 			continue
 		}
 		parts := []string{strings.ToUpper(res.Status)}
-		for _, m := range cellMetrics[test] {
+		for _, m := range metricsOf(test) {
 			if v, ok := res.Metrics[m.key]; ok {
 				parts = append(parts, fmt.Sprintf(m.label, v))
 			}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/healthcheck"
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
+)
+
+// ReasonFailedHealthCheck is kube-proxy's Event reason on a Service whose health
+// check node port cannot be opened.
+const ReasonFailedHealthCheck = "FailedToStartServiceHealthcheck"
+
+// newHealthCheckServer is the health check node port server of Local Services:
+// a port that cannot be bound gets kube-proxy's Warning Event and counts in
+// svcproxy_healthcheck_nodeport_listen_failures_total.
+func newHealthCheckServer(reg prometheus.Registerer, events *Events, node string, health *proxy.Health) *healthcheck.Server {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "svcproxy_healthcheck_nodeport_listen_failures_total",
+		Help: "Health check node ports of externalTrafficPolicy: Local Services that could not be opened (each Service, port and error once; retried every sync).",
+	})
+	reg.MustRegister(failures)
+	return healthcheck.New(healthcheck.Config{
+		Healthy:        health.Healthy,
+		ListenFailures: failures,
+		OnListenError: func(svc endpoints.ServiceKey, port uint16, err error) {
+			events.Warn(svc.Namespace, svc.Name, ReasonFailedHealthCheck,
+				fmt.Sprintf("node %s failed to start healthcheck %q on port %d: %v", node, svc.String(), port, err))
+		},
+	})
+}
+
+// healthCheckHook feeds the proxy's Local Services to the health check server.
+func healthCheckHook(hc *healthcheck.Server) func(map[endpoints.ServiceKey]proxy.HealthCheckService) {
+	return func(m map[endpoints.ServiceKey]proxy.HealthCheckService) {
+		services := make(map[endpoints.ServiceKey]healthcheck.Service, len(m))
+		for k, v := range m {
+			services[k] = healthcheck.Service{NodePort: v.NodePort, LocalEndpoints: v.LocalEndpoints}
+		}
+		hc.Sync(services)
+	}
+}
+
+// watchNodePortAddresses keeps the proxy's NodePort addresses and the health check
+// ports' listen addresses on what --nodeport-addresses selects among the node's
+// interface addresses, as these change. node (nil without a cluster) gives the
+// primary IPs for the 'primary' keyword, with --bind-address, and their changes:
+// kube-proxy exits when they change, svcproxy selects again.
+func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, p *proxy.Proxy, hc *healthcheck.Server) error {
+	primaryIPs := func() []netip.Addr {
+		var status []corev1.NodeAddress
+		if node != nil {
+			status = node.Addresses()
+		}
+		return nodeaddr.PrimaryIPs(status, o.bindAddress)
+	}
+	primary := primaryIPs()
+	if o.nodePorts.Primary {
+		klog.InfoS("NodePort address 'primary' resolved", "primaryIPs", primary)
+	}
+	w, err := nodeaddr.Start(ctx, nodeaddr.WatchConfig{
+		Spec:    o.nodePorts,
+		Primary: primary,
+		Resync:  o.syncPeriod,
+		OnChange: func(sel nodeaddr.Selection) {
+			addrs, all := sel.IPv4()
+			p.SetNodeAddresses(addrs, all)
+			hc.SetAddresses(sel)
+		},
+	})
+	if err != nil || node == nil || !o.nodePorts.Primary {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-node.Changed():
+				w.SetPrimary(primaryIPs())
+			}
+		}
+	}()
+	return nil
+}
