@@ -27,6 +27,8 @@ func TestTraceExternal(t *testing.T) {
 	np.NodePort = 30080
 	npUDP := port("dns", "UDP", 53)
 	npUDP.NodePort = 30053
+	npSCTP := port("s", "SCTP", 9)
+	npSCTP.NodePort = 30009
 	ext := port("http", "TCP", 80)
 	ext.ExternalIPs = endpoints.NewAddrList([]netip.Addr{extIP})
 	lb := port("http", "TCP", 80)
@@ -76,6 +78,8 @@ func TestTraceExternal(t *testing.T) {
 			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoUDP, DPort: 30080, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{{}}},
 		{name: "UDP NodePort", opts: withCIDR, ports: []endpoints.ServicePort{npUDP}, eps: []endpoints.Endpoint{ep(ep1, 53, true, true, false)},
 			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoUDP, DPort: 30053, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{dnat(ep1, 53, true)}},
+		{name: "SCTP NodePort", opts: withCIDR, ports: []endpoints.ServicePort{npSCTP}, eps: []endpoints.Endpoint{ep(ep1, 9, true, true, false)},
+			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoSCTP, DPort: 30009, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{dnat(ep1, 9, true)}},
 		{name: "NodePort without endpoints: rejected", opts: withCIDR, ports: []endpoints.ServicePort{np},
 			pkt: pkt(outsider, nodeIP, 30080), want: []nft.Outcome{{Reject: true}}},
 		{name: "localhost NodePort off by default", opts: withCIDR, ports: []endpoints.ServicePort{np}, eps: mixed,
