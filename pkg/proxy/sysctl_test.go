@@ -20,7 +20,7 @@ func TestRouteLocalnetOnlyThroughSetSysctl(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []string
 			p := New(Config{Tracker: endpoints.NewTracker(endpoints.TrackerOptions{}), Kernel: nft.NewFake(),
-				Options: Options{LocalhostNodePorts: tc.localhost},
+				Options:   Options{LocalhostNodePorts: tc.localhost},
 				SetSysctl: func(path, value string) error { calls = append(calls, path+"="+value); return nil }})
 			for i := 0; i < 2; i++ {
 				if err := p.Sync(t.Context()); err != nil {
