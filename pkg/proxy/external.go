@@ -20,10 +20,11 @@ type externalPath struct {
 	shard string        // "SS" of the chain and map
 	emap  string        // the endpoint map
 	key   []nft.Operand // the endpoint map's key without the slot
+	addr  netip.Addr    // the external address; invalid for a NodePort
 }
 
 func addrPath(a netip.Addr) externalPath {
-	return externalPath{name: "ext", shard: fmt.Sprintf("%02d", shardOf(a)), emap: endpointsMap(a),
+	return externalPath{name: "ext", shard: fmt.Sprintf("%02d", shardOf(a)), emap: endpointsMap(a), addr: a,
 		key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
 }
 
@@ -153,11 +154,33 @@ func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto u
 		return noEndpointsVerdict(proto)
 	}
 	c := x.clusterChain(len(s.cluster))
-	if sp.ExternalLocal {
+	switch {
+	case sp.ExternalLocal:
 		c = x.localChain(len(s.local), len(s.cluster), o)
+	case sp.SessionAffinity && x.addr.IsValid():
+		c = x.stickyChain(len(s.cluster))
+		record := affinityChain(sp.AffinityTimeout, proto, x.addr)
+		f.Shared = append(f.Shared, record)
+		f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: []nft.Datum{nft.IP(x.addr), nft.Proto(proto), nft.Port(sp.Port)},
+			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: sp.Name.String()})
 	}
 	f.Shared = append(f.Shared, c)
 	return &nft.Verdict{Kind: nft.Goto, Chain: c.Name}
+}
+
+// stickyChain is clusterChain for a ClientIP-affinity port on an external or load
+// balancer IP: a client the affinity map knows for this address . proto . port goes
+// back to its endpoint, as sticky-N-SS does for ClusterIPs; the filter chains record
+// new connections through the address's sticky-ports element, and the affinity
+// sweeper knows the address like a ClusterIP (its endpoints-SS elements). Affinity is
+// per address: a client is not sticky across a ClusterIP and an external IP of one
+// Service. Not done for NodePorts (the node address in the key is not known when
+// rendering) nor with externalTrafficPolicy Local.
+func (x externalPath) stickyChain(n int) *nft.Chain {
+	return &nft.Chain{Name: fmt.Sprintf("%s-sticky-%d-%s", x.name, n, x.shard), Rules: []nft.Rule{
+		{Stmts: []nft.Stmt{masqueradeMark, nft.DNATMap{Key: affinityKey, Map: affinityMap(x.addr)}}},
+		{Stmts: []nft.Stmt{x.pick(n, 0)}},
+	}}
 }
 
 // endpointElements adds the endpoint map elements of one key: the cluster set from

@@ -116,7 +116,10 @@ func TestKernelExternalPaths(t *testing.T) {
 	fenced.Spec.LoadBalancerSourceRanges = []string{"172.19.0.0/24"}
 	fenced.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.11"}}
 	elsewhere := externalService("elsewhere", "10.96.0.23", v1.ServiceTypeNodePort, 30100, true)
-	for _, s := range []*v1.Service{np, local, fenced, elsewhere} {
+	sticky := externalService("sticky", "10.96.0.24", v1.ServiceTypeClusterIP, 0, false)
+	sticky.Spec.ExternalIPs = []string{"203.0.113.8"}
+	sticky.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	for _, s := range []*v1.Service{np, local, fenced, elsewhere, sticky} {
 		s.CreationTimestamp = metav1.Now()
 		e.tr.OnServiceAdd(s)
 	}
@@ -124,6 +127,7 @@ func TestKernelExternalPaths(t *testing.T) {
 	e.tr.OnEndpointSliceAdd(sliceOnNodes("local", map[string]string{"pod1": "node-a", "pod3": "node-b"}))
 	e.tr.OnEndpointSliceAdd(sliceOnNodes("fenced", map[string]string{"pod2": "node-a"}))
 	e.tr.OnEndpointSliceAdd(sliceOnNodes("elsewhere", map[string]string{"pod3": "node-b"}))
+	e.tr.OnEndpointSliceAdd(sliceOnNodes("sticky", map[string]string{"pod1": "node-a", "pod2": "node-a", "pod3": "node-b"}))
 	e.sync(t)
 
 	t.Run("kernel listing equals render", func(t *testing.T) {
@@ -192,6 +196,11 @@ func TestKernelExternalPaths(t *testing.T) {
 	t.Run("Local: no endpoint on this node drops outside clients, pods still get through", func(t *testing.T) {
 		both(t, answers(outsider, "172.18.0.2:30100", 2, 500*time.Millisecond), "")
 		both(t, answers(e.client, "172.18.0.2:30100", 5, 2*time.Second), "pod3")
+	})
+	t.Run("ClientIP affinity on an external IP", func(t *testing.T) {
+		if got := answers(outsider, "203.0.113.8:80", 20, 2*time.Second); len(got) != 1 || got[""] != 0 {
+			t.Fatalf("sticky external IP answered from %v, want one endpoint", got)
+		}
 	})
 	t.Run("loadBalancerSourceRanges", func(t *testing.T) {
 		both(t, answers(peer, "192.0.2.11:80", 5, 2*time.Second), "pod2")

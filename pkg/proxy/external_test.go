@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -27,8 +28,12 @@ func TestTraceExternal(t *testing.T) {
 	np.NodePort = 30080
 	npUDP := port("dns", "UDP", 53)
 	npUDP.NodePort = 30053
+	npSCTP := port("s", "SCTP", 9)
+	npSCTP.NodePort = 30009
 	ext := port("http", "TCP", 80)
 	ext.ExternalIPs = endpoints.NewAddrList([]netip.Addr{extIP})
+	stickyExt := ext
+	stickyExt.SessionAffinity, stickyExt.AffinityTimeout = true, time.Minute
 	lb := port("http", "TCP", 80)
 	lb.LoadBalancerIPs = endpoints.NewAddrList([]netip.Addr{lbIP})
 	fenced := lb
@@ -61,6 +66,8 @@ func TestTraceExternal(t *testing.T) {
 		eps   []endpoints.Endpoint
 		pkt   nft.Packet
 		want  []nft.Outcome
+		// affinity is the affinity maps' content.
+		affinity []nft.Element
 	}{
 		{name: "NodePort from outside: masqueraded to any endpoint", opts: withCIDR, ports: []endpoints.ServicePort{np}, eps: mixed,
 			pkt: pkt(outsider, nodeIP, 30080), want: all},
@@ -76,6 +83,8 @@ func TestTraceExternal(t *testing.T) {
 			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoUDP, DPort: 30080, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{{}}},
 		{name: "UDP NodePort", opts: withCIDR, ports: []endpoints.ServicePort{npUDP}, eps: []endpoints.Endpoint{ep(ep1, 53, true, true, false)},
 			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoUDP, DPort: 30053, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{dnat(ep1, 53, true)}},
+		{name: "SCTP NodePort", opts: withCIDR, ports: []endpoints.ServicePort{npSCTP}, eps: []endpoints.Endpoint{ep(ep1, 9, true, true, false)},
+			pkt: nft.Packet{Src: outsider, Dst: nodeIP, Proto: nft.ProtoSCTP, DPort: 30009, NodeAddrs: []netip.Addr{nodeIP}}, want: []nft.Outcome{dnat(ep1, 9, true)}},
 		{name: "NodePort without endpoints: rejected", opts: withCIDR, ports: []endpoints.ServicePort{np},
 			pkt: pkt(outsider, nodeIP, 30080), want: []nft.Outcome{{Reject: true}}},
 		{name: "localhost NodePort off by default", opts: withCIDR, ports: []endpoints.ServicePort{np}, eps: mixed,
@@ -94,6 +103,12 @@ func TestTraceExternal(t *testing.T) {
 			pkt: fromNode(nodeIP, extIP, 80), want: all},
 		{name: "externalIP other port: untouched", opts: withCIDR, ports: []endpoints.ServicePort{ext}, eps: mixed,
 			pkt: pkt(outsider, extIP, 81), want: []nft.Outcome{{}}},
+		{name: "ClientIP affinity on an external IP: a new client spreads, masqueraded", opts: withCIDR, ports: []endpoints.ServicePort{stickyExt}, eps: mixed,
+			pkt: pkt(outsider, extIP, 80), want: all},
+		{name: "ClientIP affinity on an external IP: a known client sticks", opts: withCIDR, ports: []endpoints.ServicePort{stickyExt}, eps: mixed,
+			pkt: pkt(outsider, extIP, 80), want: []nft.Outcome{dnat(ep3, 8080, true)},
+			affinity: []nft.Element{{Set: affinityMap(extIP), Key: []nft.Datum{nft.IP(outsider), nft.IP(extIP), nft.Proto(nft.ProtoTCP), nft.Port(80)},
+				Data: []nft.Datum{nft.IP(ep3), nft.Port(8080)}}}},
 		{name: "load balancer IP", opts: withCIDR, ports: []endpoints.ServicePort{lb}, eps: mixed,
 			pkt: pkt(outsider, lbIP, 80), want: all},
 		{name: "source ranges: outside the ranges dropped", opts: withCIDR, ports: []endpoints.ServicePort{fenced}, eps: mixed,
@@ -139,8 +154,9 @@ func TestTraceExternal(t *testing.T) {
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}
-			r.SetFragment("svc", RenderServiceWith(tc.ports, eps, tc.opts))
-			got, err := nft.Trace(r, tc.pkt, nil)
+			f := RenderServiceWith(tc.ports, eps, tc.opts)
+			r.SetFragment("svc", f)
+			got, err := nft.Trace(r, tc.pkt, swept(tc.affinity, stickyOf(f)))
 			if err != nil {
 				t.Fatal(err)
 			}

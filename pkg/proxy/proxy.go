@@ -41,9 +41,10 @@ type Config struct {
 	// after the first sync). The map is the callee's.
 	OnHealthCheckServices func(map[endpoints.ServiceKey]HealthCheckService)
 	// SetSysctl writes a sysctl (path under /proc/sys, value) in the network namespace
-	// the Proxy programs; nil writes the process's own /proc/sys. Only used with
-	// LocalhostNodePorts (route_localnet). Tests that program another namespace over
-	// its fd must set it.
+	// the Proxy programs: main sets WriteProcSys (its own namespace), tests that program
+	// another namespace over its fd write there. Only used with LocalhostNodePorts
+	// (route_localnet). nil writes nothing, so that a test with a fake kernel never
+	// changes the machine's own namespace.
 	SetSysctl func(path, value string) error
 }
 

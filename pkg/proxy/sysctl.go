@@ -28,10 +28,10 @@ func ReadConntrackTCPLiberal() bool {
 // ensureRouteLocalnet sets net.ipv4.conf.all.route_localnet=1, which localhost
 // NodePorts need: without it the kernel drops a packet from 127.0.0.1 that a DNAT
 // sends out of a non-loopback interface. Called before every sync that programs
-// localhost NodePorts; set is Config.SetSysctl (nil: this process's /proc/sys).
+// localhost NodePorts; set is Config.SetSysctl (nil: nothing is written).
 func ensureRouteLocalnet(set func(path, value string) error) error {
 	if set == nil {
-		set = writeProcSys
+		return nil
 	}
 	if err := set(sysctlRouteLocalnet, routeLocalnetEnabled); err != nil {
 		return fmt.Errorf("set route_localnet=1 for localhost NodePorts: %w", err)
@@ -39,8 +39,10 @@ func ensureRouteLocalnet(set func(path, value string) error) error {
 	return nil
 }
 
-// writeProcSys writes value to path unless it holds it already.
-func writeProcSys(path, value string) error {
+// WriteProcSys writes value to a /proc/sys path unless it holds it already, in the
+// network namespace of the calling process: Config.SetSysctl for a Proxy that
+// programs its own namespace.
+func WriteProcSys(path, value string) error {
 	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == value {
 		return nil
 	}
