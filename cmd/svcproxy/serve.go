@@ -76,6 +76,8 @@ func serve(ctx context.Context, o *options) error {
 		Health:        health,
 		SyncPeriod:    o.syncPeriod,
 		MinSyncPeriod: o.minSyncPeriod,
+		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in.
+		SetSysctl: proxy.WriteProcSys,
 	}
 	if ct != nil {
 		cfg.Conntrack = ct
