@@ -16,6 +16,9 @@ type churnResult struct {
 	ChurnMax       float64 `json:"churn_latency_max_s"`
 	ChurnCPU       float64 `json:"churn_cpu_s"`
 	ChurnMinSync   float64 `json:"churn_min_sync_period_s"`
+	ChurnSyncs     int     `json:"churn_syncs"`
+	ChurnSyncP50   float64 `json:"churn_sync_p50_s"`
+	ChurnSyncMax   float64 `json:"churn_sync_max_s"`
 }
 
 // churn runs the real sync loop (Proxy.Run, with svcproxy's default
@@ -33,12 +36,14 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 	cpu0 := cpuTime()
 	go func() { done <- b.p.Run(ctx, nil) }()
 
-	var lat []time.Duration
+	var lat, syncs []time.Duration
 	collect := func() {
 		for {
 			select {
 			case l := <-b.latencies:
 				lat = append(lat, l)
+			case d := <-b.syncs:
+				syncs = append(syncs, d)
 			default:
 				return
 			}
@@ -77,5 +82,6 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 	}
 	return &churnResult{ChurnSeconds: time.Since(start).Seconds(), ChurnPerSecond: perSecond, ChurnChanges: changes,
 		ChurnObserved: len(lat), ChurnP50: quantile(lat, 0.5), ChurnP99: quantile(lat, 0.99), ChurnMax: quantile(lat, 1),
-		ChurnCPU: cpu.Seconds(), ChurnMinSync: 1}, nil
+		ChurnCPU: cpu.Seconds(), ChurnMinSync: 1,
+		ChurnSyncs: len(syncs), ChurnSyncP50: quantile(syncs, 0.5), ChurnSyncMax: quantile(syncs, 1)}, nil
 }

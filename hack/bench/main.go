@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -30,11 +31,16 @@ import (
 )
 
 type result struct {
-	Services   int     `json:"services"`
-	Sticky     bool    `json:"sticky,omitempty"`
-	External   bool    `json:"external,omitempty"`
-	Endpoints  int     `json:"endpoints_per_service"`
-	ColdSecs   float64 `json:"cold_sync_s"`
+	Services  int     `json:"services"`
+	Sticky    bool    `json:"sticky,omitempty"`
+	External  bool    `json:"external,omitempty"`
+	Endpoints int     `json:"endpoints_per_service"`
+	ColdSecs  float64 `json:"cold_sync_s"`
+	ColdCPU   float64 `json:"cold_sync_cpu_s"`
+	// Load is the machine's 1-minute load average at the start and the end: the
+	// durations stretch with it on a shared machine, the CPU seconds much less.
+	LoadStart  float64 `json:"loadavg_start"`
+	LoadEnd    float64 `json:"loadavg_end"`
 	ChangeP50  float64 `json:"endpoint_change_p50_s"`
 	ChangeP99  float64 `json:"endpoint_change_p99_s"`
 	ChangeMax  float64 `json:"endpoint_change_max_s"`
@@ -86,6 +92,8 @@ type bench struct {
 	// latencies receives the programming latency of every committed change (trigger
 	// time to commit), as kubeproxy_network_programming_duration_seconds would.
 	latencies chan time.Duration
+	// syncs receives the duration of every sync (kubeproxy_sync_proxy_rules_duration_seconds).
+	syncs chan time.Duration
 }
 
 func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*result, error) {
@@ -101,14 +109,9 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	}
 	defer f.Close()
 	b.kernel = &nft.Netlink{NetNSFd: int(f.Fd())}
-	b.latencies = make(chan time.Duration, 1<<16)
+	b.latencies, b.syncs = make(chan time.Duration, 1<<16), make(chan time.Duration, 1<<12)
 	m := proxy.NewMetrics(nil)
-	m.ProgrammingLatency = observer(func(s float64) {
-		select {
-		case b.latencies <- time.Duration(s * float64(time.Second)):
-		default:
-		}
-	})
+	m.ProgrammingLatency, m.SyncDuration = sendTo(b.latencies), sendTo(b.syncs)
 
 	b.tr = endpoints.NewTracker(endpoints.TrackerOptions{})
 	for i := 0; i < b.n; i++ {
@@ -120,14 +123,15 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
 	heapMiB()
 
+	load := loadAvg()
 	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
-	start := time.Now()
+	cpu0, start := cpuTime(), time.Now()
 	if err := b.p.Sync(context.Background()); err != nil {
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
 	r := &result{Services: b.n, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints,
-		ColdSecs: time.Since(start).Seconds(), Samples: b.samples}
+		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	r.HeapMiB = heapMiB()
 	if hp := os.Getenv("BENCH_HEAPPROFILE"); hp != "" {
@@ -136,6 +140,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		f.Close()
 	}
 	drain(b.latencies)
+	drain(b.syncs)
 
 	if err := b.oneChanges(r); err != nil {
 		return nil, err
@@ -157,6 +162,11 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		}
 	}
 	r.EndRSSMiB, r.EndHeapMiB = procStatusMiB("VmRSS:"), heapMiB()
+	r.LoadEnd = loadAvg()
+	// The proxy and its tracker are what the end's heap measured: keep them alive
+	// until then.
+	runtime.KeepAlive(b.p)
+	runtime.KeepAlive(b.tr)
 	return r, nil
 }
 
@@ -217,6 +227,7 @@ func (b *bench) others(r *result) error {
 	r.FullRead = time.Since(t).Seconds()
 	stop()
 	drain(b.latencies)
+	drain(b.syncs)
 	return nil
 }
 
@@ -235,6 +246,16 @@ func (b *bench) check() error {
 type observer func(float64)
 
 func (o observer) Observe(v float64) { o(v) }
+
+// sendTo observes seconds into c, dropping what does not fit.
+func sendTo(c chan time.Duration) observer {
+	return func(s float64) {
+		select {
+		case c <- time.Duration(s * float64(time.Second)):
+		default:
+		}
+	}
+}
 
 func drain(c chan time.Duration) {
 	for {

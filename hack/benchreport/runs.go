@@ -6,6 +6,9 @@ type kernelRun struct {
 	Sticky     bool    `json:"sticky"`
 	External   bool    `json:"external"`
 	ColdSecs   float64 `json:"cold_sync_s"`
+	ColdCPU    float64 `json:"cold_sync_cpu_s"`
+	LoadStart  float64 `json:"loadavg_start"`
+	LoadEnd    float64 `json:"loadavg_end"`
 	ChangeP50  float64 `json:"endpoint_change_p50_s"`
 	ChangeP99  float64 `json:"endpoint_change_p99_s"`
 	Samples    int     `json:"change_samples"`
@@ -25,6 +28,9 @@ type kernelRun struct {
 	ChurnMax       float64 `json:"churn_latency_max_s"`
 	ChurnCPU       float64 `json:"churn_cpu_s"`
 	ChurnMinSync   float64 `json:"churn_min_sync_period_s"`
+	ChurnSyncs     int     `json:"churn_syncs"`
+	ChurnSyncP50   float64 `json:"churn_sync_p50_s"`
+	ChurnSyncMax   float64 `json:"churn_sync_max_s"`
 
 	Rounds       int     `json:"dataplane_rounds"`
 	PerRound     int     `json:"dataplane_connections_per_round"`
@@ -41,6 +47,8 @@ type sideRun struct {
 	Proxy     string  `json:"proxy"`
 	Services  int     `json:"services"`
 	ColdSecs  float64 `json:"cold_sync_s"`
+	ColdCPU   float64 `json:"cold_sync_cpu_s"`
+	Load      float64 `json:"loadavg"`
 	ChangeP50 float64 `json:"change_p50_s"`
 	ChangeMax float64 `json:"change_max_s"`
 	Changes   int     `json:"changes"`

@@ -22,12 +22,12 @@ func printKernel(w io.Writer, ks []kernelRun) {
 	if ks[0].External {
 		kind += ", a third with a NodePort"
 	}
-	fmt.Fprintf(w, "| Services x10 eps%s | cold full sync | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS |\n", kind)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| Services x10 eps%s | cold full sync (CPU) | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS | load avg |\n", kind)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range ks {
-		fmt.Fprintf(w, "| %d | %s | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s |\n", r.Services, sec(r.ColdSecs),
+		fmt.Fprintf(w, "| %d | %s (%s) | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.0f-%.0f |\n", r.Services, sec(r.ColdSecs), sec(r.ColdCPU),
 			ms(r.ChangeP50), ms(r.ChangeP99), r.Samples, ms(r.ScaleSecs), ms(r.AddSecs), ms(r.ResyncSecs), sec(r.FullRead),
-			mib(r.HeapMiB), mib(r.RSSMiB), mib(r.PeakRSSMiB))
+			mib(r.HeapMiB), mib(r.RSSMiB), mib(r.PeakRSSMiB), r.LoadStart, r.LoadEnd)
 	}
 	fmt.Fprintln(w)
 }
@@ -38,15 +38,15 @@ func printChurn(w io.Writer, ks []kernelRun) {
 		if r.ChurnChanges == 0 {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %d | %d/s for %.0f s | %d | %s / %s / %s | %.1f s (%.0f%% of one core) |", r.Services,
+		rows = append(rows, fmt.Sprintf("| %d | %d/s for %.0f s | %d | %s / %s / %s | %d, %s / %s | %.1f s (%.0f%% of one core) |", r.Services,
 			r.ChurnPerSecond, r.ChurnSeconds, r.ChurnChanges, ms(r.ChurnP50), ms(r.ChurnP99), ms(r.ChurnMax),
-			r.ChurnCPU, 100*r.ChurnCPU/r.ChurnSeconds))
+			r.ChurnSyncs, ms(r.ChurnSyncP50), ms(r.ChurnSyncMax), r.ChurnCPU, 100*r.ChurnCPU/r.ChurnSeconds))
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | CPU used |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | syncs, duration p50 / max | CPU used |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	fmt.Fprintln(w, strings.Join(rows, "\n"))
 	fmt.Fprintln(w)
 }
@@ -73,16 +73,16 @@ func printSide(w io.Writer, ss []sideRun) {
 	if len(ss) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| Services x10 eps | proxy | cold sync (start to every ClusterIP answering) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Services x10 eps | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var notes []string
 	for _, s := range ss {
 		if s.Skipped != "" {
 			notes = append(notes, fmt.Sprintf("%s at %d not run: %s", s.Proxy, s.Services, s.Skipped))
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s / %s (%d) | %s | %s | %s / %s |\n", s.Services, s.Proxy, sec(s.ColdSecs),
-			ms(s.ChangeP50), ms(s.ChangeMax), s.Changes, mib(s.RSSMiB), mib(s.HWMMiB), mib(s.EndRSSMiB), mib(s.EndHWMMiB))
+		fmt.Fprintf(w, "| %d | %s | %s (%s) | %s / %s (%d) | %s | %s | %s / %s | %.0f |\n", s.Services, s.Proxy, sec(s.ColdSecs), sec(s.ColdCPU),
+			ms(s.ChangeP50), ms(s.ChangeMax), s.Changes, mib(s.RSSMiB), mib(s.HWMMiB), mib(s.EndRSSMiB), mib(s.EndHWMMiB), s.Load)
 	}
 	fmt.Fprintln(w)
 	for _, s := range bySize(ss, svcproxy) {
@@ -90,8 +90,8 @@ func printSide(w io.Writer, ss []sideRun) {
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "- %d Services, svcproxy / kube-proxy: cold sync x%.2f, one change p50 x%.2f, RSS after cold sync x%.2f, peak RSS x%.2f\n",
-			s.Services, s.ColdSecs/k.ColdSecs, s.ChangeP50/k.ChangeP50, s.RSSMiB/k.RSSMiB, s.HWMMiB/k.HWMMiB)
+		fmt.Fprintf(w, "- %d Services, svcproxy / kube-proxy: cold sync x%.2f (CPU x%.2f), one change p50 x%.2f, RSS after cold sync x%.2f, peak RSS x%.2f\n",
+			s.Services, s.ColdSecs/k.ColdSecs, s.ColdCPU/k.ColdCPU, s.ChangeP50/k.ChangeP50, s.RSSMiB/k.RSSMiB, s.HWMMiB/k.HWMMiB)
 	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)

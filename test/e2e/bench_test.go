@@ -27,6 +27,8 @@ type benchRun struct {
 	Services    int     `json:"services"`
 	Endpoints   int     `json:"endpoints_per_service"`
 	ColdSecs    float64 `json:"cold_sync_s"`
+	ColdCPU     float64 `json:"cold_sync_cpu_s"` // the process's (and its children's) user+system CPU until then
+	Load        float64 `json:"loadavg"`         // the machine's, when the cold sync ended
 	ChangeP50   float64 `json:"change_p50_s"`
 	ChangeMax   float64 `json:"change_max_s"`
 	Changes     int     `json:"changes"`
@@ -136,7 +138,8 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	}
 	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: last.Sub(start).Seconds(), Changes: changes}
 	r.RSSMiB, r.HWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
-	c.logf("bench: %s at %d Services: cold sync %.2f s, RSS %.0f MiB, peak %.0f MiB", kind, n, r.ColdSecs, r.RSSMiB, r.HWMMiB)
+	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
+	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB", kind, n, r.ColdSecs, r.ColdCPU, r.Load, r.RSSMiB, r.HWMMiB)
 
 	var took []time.Duration
 	for s := 1; s <= changes; s++ {
@@ -213,6 +216,40 @@ func procMiB(pid int, field string) float64 {
 		}
 	}
 	return 0
+}
+
+// procCPUSeconds is the user and system CPU time process pid and its waited-for
+// children used so far.
+func procCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is the first, then
+	// utime, stime, cutime and cstime are the 12th to the 15th, in clock ticks
+	// (USER_HZ, 100 on Linux). The children's count: kube-proxy's work is partly
+	// its nft processes' (the kernel's transaction work included).
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks float64
+	for _, v := range f[11:15] {
+		t, _ := strconv.ParseFloat(v, 64)
+		ticks += t
+	}
+	return ticks / 100
+}
+
+func loadAvg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func intList(s string) ([]int, error) {
