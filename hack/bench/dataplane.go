@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/benchworld"
 )
@@ -45,6 +48,9 @@ func (b *bench) dataplane(rounds int) (*dataplaneResult, error) {
 				ip, port = netip.MustParseAddr(addr(128, i*b.o.endpoints+1+c%(b.o.endpoints-1))), benchworld.Port
 			}
 			_, d, err := pr.Probe(ip, port)
+			for errors.Is(err, unix.EINTR) {
+				_, d, err = pr.Probe(ip, port)
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "bench: data plane: %s: %v\n", kind, err)
 				fails++

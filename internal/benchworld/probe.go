@@ -63,7 +63,9 @@ func (p *Prober) Close() {
 }
 
 // Probe connects to addr:port and returns the address of the endpoint that
-// answered and how long the connect took.
+// answered and how long the connect took. A connect that a signal interrupted
+// (connects with SO_SNDTIMEO are not restarted) returns an error wrapping
+// unix.EINTR: the attempt says nothing about the path, try again.
 func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
 	fd, err := p.socket()
 	if err != nil {
@@ -87,6 +89,9 @@ func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect ti
 	}
 	buf := make([]byte, 64)
 	n, err := unix.Read(fd, buf)
+	for err == unix.EINTR { // a signal; SO_RCVTIMEO reads are not restarted
+		n, err = unix.Read(fd, buf)
+	}
 	if err != nil {
 		return netip.Addr{}, connect, fmt.Errorf("read %s:%d: %w", addr, port, err)
 	}
