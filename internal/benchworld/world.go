@@ -21,6 +21,12 @@ const (
 	podsIP     = "10.244.251.2"
 	podsGW     = "10.244.251.1"
 	EndpointPf = "10.128.0.0/10" // every address in it answers from the pods namespace
+	// ServicePf holds the ClusterIPs. What no proxy translated goes on to the pods
+	// namespace, which refuses it at once (nothing listens on a Service's port):
+	// routed nowhere it would get an ICMP error from the node only about once a
+	// second (the kernel's per-source limit on them), and a probe of a Service not
+	// programmed yet would wait for its timeout.
+	ServicePf = "10.96.0.0/12"
 	// Port is where every endpoint listens.
 	Port = 8080
 )
@@ -32,9 +38,8 @@ type World struct {
 }
 
 // New creates the namespaces prefix+"node", prefix+"client", prefix+"pods" and
-// starts the endpoint server. The node has no default route: a ClusterIP that no
-// rule translates is answered at once with ICMP net unreachable (the rate limit is
-// lifted), so probes of Services not programmed yet fail fast.
+// starts the endpoint server. A ClusterIP that no rule translates is refused at
+// once (see ServicePf), so probes of Services not programmed yet fail fast.
 func New(prefix string) (w *World, err error) {
 	w = &World{Node: prefix + "node", Client: prefix + "client", Pods: prefix + "pods"}
 	defer func() {
@@ -54,6 +59,7 @@ func New(prefix string) (w *World, err error) {
 		[]string{"-n", w.Node, "link", "set", "client0", "up"},
 		[]string{"-n", w.Node, "link", "set", "pods0", "up"},
 		[]string{"-n", w.Node, "route", "add", EndpointPf, "via", podsIP},
+		[]string{"-n", w.Node, "route", "add", ServicePf, "via", podsIP},
 		[]string{"-n", w.Client, "addr", "add", ClientIP + "/24", "dev", "eth0"},
 		[]string{"-n", w.Client, "link", "set", "eth0", "up"},
 		[]string{"-n", w.Client, "route", "add", "default", "via", clientGW},
@@ -62,6 +68,7 @@ func New(prefix string) (w *World, err error) {
 		[]string{"-n", w.Pods, "route", "add", "default", "via", podsGW},
 		// AnyIP: the pods namespace is every endpoint address at once.
 		[]string{"-n", w.Pods, "route", "add", "local", EndpointPf, "dev", "lo"},
+		[]string{"-n", w.Pods, "route", "add", "local", ServicePf, "dev", "lo"},
 	)
 	for _, a := range cmds {
 		if err := netns.IP(a...); err != nil {
@@ -69,8 +76,7 @@ func New(prefix string) (w *World, err error) {
 		}
 	}
 	sysctls := map[string][]string{
-		w.Node: {"net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
-			"net.ipv4.icmp_ratelimit=0"},
+		w.Node:   {"net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"},
 		w.Pods:   {"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"},
 		w.Client: {"net.ipv4.conf.all.rp_filter=0"},
 	}
