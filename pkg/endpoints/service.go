@@ -45,6 +45,7 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 	}
 	affinity, timeout := serviceAffinity(svc, report)
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	ext := externalOf(svc, fam, report)
 
 	key := serviceKeyOf(svc)
 	out := make([]ServicePort, 0, len(svc.Spec.Ports))
@@ -52,6 +53,7 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 	// byNumber: which spec.ports entry has each protocol/port; two would render to
 	// the same ClusterIP . protocol . port key.
 	byNumber := make(map[slicePort]int, len(svc.Spec.Ports))
+	byNodePort := make(map[slicePort]int, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		proto, err := protocolOf(string(p.Protocol))
 		if err != nil {
@@ -79,14 +81,24 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 		}
 		byNumber[num] = i
 		seen[name] = true
-		out = append(out, ServicePort{
-			Name:            name,
-			ClusterIP:       ip,
-			Port:            port,
-			SessionAffinity: affinity,
-			AffinityTimeout: timeout,
-			InternalLocal:   internalLocal,
-		})
+		sp := ServicePort{
+			Name:                name,
+			ClusterIP:           ip,
+			Port:                port,
+			SessionAffinity:     affinity,
+			AffinityTimeout:     timeout,
+			InternalLocal:       internalLocal,
+			NodePort:            nodePortOf(svc, ext, i, byNodePort, report),
+			ExternalIPs:         ext.externalIPs,
+			LoadBalancerIPs:     ext.lbIPs,
+			SourceRanges:        ext.sourceRanges,
+			HealthCheckNodePort: ext.healthCheckPort,
+		}
+		if sp.SourceRanges != "" && sp.LoadBalancerIPs == "" {
+			sp.SourceRanges = "" // they guard load balancer IPs only, as in kube-proxy
+		}
+		sp.ExternalLocal = ext.local && sp.External()
+		out = append(out, sp)
 	}
 	if len(out) == 0 {
 		return nil
@@ -162,6 +174,33 @@ func serviceAffinity(svc *v1.Service, report func(error)) (bool, time.Duration) 
 		return true, defaultAffinityTimeout
 	}
 	return true, time.Duration(secs) * time.Second
+}
+
+// nodePortOf returns spec.ports[i].nodePort when the Service's type serves NodePorts,
+// 0 otherwise. A bad or repeated one (validation forbids both) is reported and only
+// that NodePort dropped, so the port's ClusterIP keeps working.
+func nodePortOf(svc *v1.Service, ext external, i int, seen map[slicePort]int, report func(error)) uint16 {
+	p := svc.Spec.Ports[i]
+	if p.NodePort == 0 {
+		return 0 // none asked, or allocateLoadBalancerNodePorts: false
+	}
+	if !ext.hasNodePorts {
+		report(fmt.Errorf("spec.ports[%d] (%q): nodePort %d ignored: type is %q", i, p.Name, p.NodePort, svc.Spec.Type))
+		return 0
+	}
+	n, err := portNumber(p.NodePort)
+	if err != nil {
+		report(fmt.Errorf("spec.ports[%d] (%q): nodePort: %w", i, p.Name, err))
+		return 0
+	}
+	proto, _ := protocolOf(string(p.Protocol))
+	k := slicePort{Protocol: proto, Port: n}
+	if first, dup := seen[k]; dup {
+		report(fmt.Errorf("spec.ports[%d] (%q): nodePort %d/%s is already spec.ports[%d]'s, which keeps it", i, p.Name, n, proto, first))
+		return 0
+	}
+	seen[k] = i
+	return n
 }
 
 // protocolOf validates a protocol, applying the API default (TCP) for "".

@@ -91,6 +91,31 @@ type ServicePort struct {
 	// InternalLocal is internalTrafficPolicy: Local: traffic goes only to endpoints on
 	// the proxy's own node.
 	InternalLocal bool
+
+	// NodePort is spec.ports[].nodePort of a NodePort or LoadBalancer Service: the
+	// port served on the node's addresses. 0: none (a ClusterIP Service, or
+	// allocateLoadBalancerNodePorts: false).
+	NodePort uint16
+	// ExternalIPs are spec.externalIPs of the tracker's Family.
+	ExternalIPs AddrList
+	// LoadBalancerIPs are status.loadBalancer.ingress[].ip of the tracker's Family,
+	// without those with ipMode Proxy.
+	LoadBalancerIPs AddrList
+	// SourceRanges is loadBalancerSourceRanges: when set, only these sources may
+	// reach LoadBalancerIPs (others are dropped).
+	SourceRanges PrefixList
+	// ExternalLocal is externalTrafficPolicy: Local on a port reachable from outside
+	// (NodePort, external or load balancer IPs): outside traffic goes only to
+	// endpoints on the proxy's node, with the client's address kept.
+	ExternalLocal bool
+	// HealthCheckNodePort is spec.healthCheckNodePort of a LoadBalancer Service with
+	// ExternalLocal, where load balancers ask whether this node has local endpoints.
+	HealthCheckNodePort uint16
+}
+
+// External reports whether the port is reachable from outside the cluster.
+func (sp ServicePort) External() bool {
+	return sp.NodePort != 0 || sp.ExternalIPs != "" || sp.LoadBalancerIPs != ""
 }
 
 // Endpoint is one backend address:port of one ServicePort.

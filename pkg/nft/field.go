@@ -120,6 +120,9 @@ type Operand struct {
 	// Random, when non-zero, is a fresh random number modulo Random (a mark-typed
 	// value): "numgen random mod N".
 	Random uint32
+	// Offset is added to the random number: "numgen random mod N offset K" draws from
+	// K..K+N-1, so that two ranges of slots can share one map.
+	Offset uint32
 }
 
 // F, C and Random make operands.
@@ -127,10 +130,15 @@ func F(f Field) Operand         { return Operand{Field: f} }
 func C(d Datum) Operand         { return Operand{Const: &d} }
 func Random(mod uint32) Operand { return Operand{Random: mod} }
 
+// RandomFrom is Random(mod) plus offset.
+func RandomFrom(mod, offset uint32) Operand { return Operand{Random: mod, Offset: offset} }
+
 func (o Operand) String() string {
 	switch {
 	case o.Const != nil:
 		return o.Const.untypedString()
+	case o.Random != 0 && o.Offset != 0:
+		return fmt.Sprintf("numgen random mod %d offset %d", o.Random, o.Offset)
 	case o.Random != 0:
 		return fmt.Sprintf("numgen random mod %d", o.Random)
 	}
@@ -152,7 +160,7 @@ func (o Operand) load(reg uint32) expr.Any {
 	case o.Const != nil:
 		return &expr.Immediate{Register: reg, Data: o.Const.Bytes()}
 	case o.Random != 0:
-		return &expr.Numgen{Register: reg, Modulus: o.Random, Type: unix.NFT_NG_RANDOM}
+		return &expr.Numgen{Register: reg, Modulus: o.Random, Type: unix.NFT_NG_RANDOM, Offset: o.Offset}
 	}
 	return o.Field.load(reg)
 }

@@ -25,6 +25,9 @@ func sampleRuleset() *Ruleset {
 			KeyExpr:  []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport)},
 			DataExpr: []Operand{F(FieldIPDaddr), F(FieldThDport)}},
 		&Set{Name: "recording", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Verdict: true},
+		&Set{Name: "nodeports", Key: []DataType{TypeInetProto, TypeInetService, TypeInteger}, Data: []DataType{TypeIPv4Addr, TypeInetService},
+			KeyExpr:  []Operand{F(FieldL4Proto), F(FieldThDport), Random(65536)},
+			DataExpr: []Operand{F(FieldIPDaddr), F(FieldThDport)}},
 	)
 	ep := netip.MustParseAddr("10.244.1.2")
 	key := []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldThDport), C(IP(ep)), C(Port(8080))}
@@ -53,6 +56,12 @@ func sampleRuleset() *Ruleset {
 				Data: []Operand{F(FieldIPDaddr), F(FieldCtReplyProtoSrc)}}}}}},
 		{Name: "sticky-2", Rules: []Rule{{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldIPSaddr), F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport)}, Map: "affinity"}}}}},
 		{Name: "lb-2", Rules: []Rule{{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldIPDaddr), F(FieldL4Proto), F(FieldThDport), Random(2)}, Map: "backends"}}}}},
+		{Name: "np-local", Rules: []Rule{
+			{Stmts: []Stmt{FibLocal{Saddr: true}, MarkOr{Bits: 0x4000}, DNATMap{Key: []Operand{F(FieldL4Proto), F(FieldThDport), Random(2)}, Map: "nodeports"}}},
+			{Stmts: []Stmt{FibLocal{Negate: true}, Verdict{Kind: Drop}}},
+			{Stmts: []Stmt{DNATMap{Key: []Operand{F(FieldL4Proto), F(FieldThDport), RandomFrom(1, 65536)}, Map: "nodeports"}}},
+		}},
+		{Name: "forward", Hook: &ChainHook{Type: "filter", Hook: "forward", Priority: 0}, Rules: []Rule{{Stmts: []Stmt{CtStateInvalid{}, Verdict{Kind: Drop}}}}},
 	}, Elements: []Element{
 		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Int(0)}, Data: []Datum{IP(ep), Port(8080)}},
 		{Set: "backends", Key: []Datum{IP(netip.MustParseAddr("10.96.0.12")), Proto(ProtoTCP), Port(80), Int(1)}, Data: []Datum{IP(netip.MustParseAddr("10.244.2.3")), Port(8080)}},
@@ -63,6 +72,7 @@ func sampleRuleset() *Ruleset {
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-a"}},
 		{Set: "dispatch", Key: []Datum{IP(netip.MustParseAddr("10.96.0.11")), Proto(ProtoUDP), Port(53)}, Verdict: &Verdict{Kind: Goto, Chain: "svc-b"}},
 		{Set: "pairs", Key: []Datum{IP(ep), IP(ep)}},
+		{Set: "nodeports", Key: []Datum{Proto(ProtoTCP), Port(30080), Int(65536)}, Data: []Datum{IP(ep), Port(8080)}},
 		{Set: "recording", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10")), Proto(ProtoTCP), Port(80)}, Verdict: &Verdict{Kind: Goto, Chain: "remember"}},
 	}})
 	return r

@@ -16,6 +16,14 @@ type Packet struct {
 	// Local marks traffic originated on the node (the output hook) rather than routed
 	// through it (prerouting).
 	Local bool
+	// NodeAddrs are the node's own addresses, for "fib ... type local" (127.0.0.0/8
+	// always is local).
+	NodeAddrs []netip.Addr
+}
+
+// isLocal answers "fib ... type local" for a.
+func (p Packet) isLocal(a netip.Addr) bool {
+	return a.IsLoopback() || slices.Contains(p.NodeAddrs, a)
 }
 
 // Outcome is one way a packet can leave the table's NAT hooks.
@@ -285,6 +293,16 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		return cont(s.dnat.IsValid(), s)
 	case CtStateNew:
 		return cont(true, s) // the tracer follows new connections only
+	case CtStateInvalid:
+		return cont(false, s)
+	case FibLocal:
+		a := s.pkt.Dst
+		if st.Saddr {
+			a = s.pkt.Src
+		}
+		// A packet the node sends (output hook) comes from one of its addresses.
+		local := s.pkt.isLocal(a) || (st.Saddr && s.pkt.Local)
+		return cont(local != st.Negate, s)
 	case Reject:
 		s.end = endReject
 		return []branch{{s: s, next: nextDone}}, nil
@@ -302,7 +320,7 @@ func (t *tracer) dnatMap(st DNATMap, s state) ([]branch, error) {
 		var vals []Datum
 		if o.Random != 0 {
 			for i := uint32(0); i < o.Random; i++ {
-				vals = append(vals, Int(i))
+				vals = append(vals, Int(o.Offset+i))
 			}
 		} else {
 			d, err := t.value(o, s)

@@ -93,7 +93,7 @@ func (p *Proxy) reconcileConntrack(full bool) {
 		}
 	}
 	start := p.cfg.Clock.Now()
-	deleted, err := p.cfg.Conntrack.Reconcile(s.serving)
+	deleted, err := p.cfg.Conntrack.Reconcile(p.withNodeAddresses(s.serving))
 	p.cfg.Metrics.ConntrackSyncDuration.Observe(p.cfg.Clock.Since(start).Seconds())
 	p.cfg.Metrics.ConntrackDeletedEntries.Add(float64(deleted))
 	for _, k := range gone {
@@ -130,6 +130,55 @@ func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName]
 			out = conntrack.Serving{}
 		}
 		out[conntrack.Service{Proto: proto, Addr: sp.ClusterIP, Port: sp.Port}] = to
+		// External paths lead to the same endpoints. A flow that reached one of them
+		// untranslated (sent while the port had no endpoints, or before svcproxy ran:
+		// kubernetes #139628) must go once the port has endpoints, or a client that
+		// keeps its source port stays black-holed for as long as it keeps sending.
+		for _, a := range append(sp.ExternalIPs.Addrs(), sp.LoadBalancerIPs.Addrs()...) {
+			out[conntrack.Service{Proto: proto, Addr: a, Port: sp.Port}] = to
+		}
+		if sp.NodePort != 0 {
+			out[conntrack.Service{Proto: proto, Addr: anyNodeAddress, Port: sp.NodePort}] = to
+		}
+	}
+	return out
+}
+
+// anyNodeAddress stands, in a servingTable key, for each address NodePorts are
+// served on; withNodeAddresses expands it when conntrack is reconciled, so that a
+// change of node addresses needs no re-render of every NodePort.
+var anyNodeAddress = netip.Addr{}
+
+// withNodeAddresses returns serving with each NodePort key expanded to the node's
+// NodePort addresses (and 127.0.0.1 with localhost NodePorts). serving itself is
+// returned when it has no NodePort key.
+func (p *Proxy) withNodeAddresses(serving conntrack.Serving) conntrack.Serving {
+	var nodePorts []conntrack.Service
+	for k := range serving {
+		if k.Addr == anyNodeAddress {
+			nodePorts = append(nodePorts, k)
+		}
+	}
+	if len(nodePorts) == 0 {
+		return serving
+	}
+	na := p.nodeAddresses()
+	addrs := na.Addrs
+	if servesLocalhost(p.cfg.Options, na) {
+		addrs = append(slices.Clone(addrs), netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	}
+	out := make(conntrack.Serving, len(serving)+len(nodePorts)*len(addrs))
+	for k, v := range serving {
+		if k.Addr != anyNodeAddress {
+			out[k] = v
+		}
+	}
+	for _, k := range nodePorts {
+		for _, a := range addrs {
+			if _, taken := out[conntrack.Service{Proto: k.Proto, Addr: a, Port: k.Port}]; !taken {
+				out[conntrack.Service{Proto: k.Proto, Addr: a, Port: k.Port}] = serving[k]
+			}
+		}
 	}
 	return out
 }

@@ -186,3 +186,50 @@ func TestConntrackReconcile(t *testing.T) {
 		}
 	})
 }
+
+// TestConntrackCoversExternalPaths: a UDP flow that reached a NodePort, an external IP
+// or a load balancer IP untranslated while the Service had no endpoints is deleted
+// once it has one, so the client's next datagram is translated (kubernetes #139628);
+// entries towards other addresses stay.
+func TestConntrackCoversExternalPaths(t *testing.T) {
+	nodeIP := netip.MustParseAddr("172.18.0.2")
+	svc := func(a string, port uint16) conntrack.Service {
+		return conntrack.Service{Proto: nft.ProtoUDP, Addr: netip.MustParseAddr(a), Port: port}
+	}
+	untranslated := func(k conntrack.Service) []netip.AddrPort {
+		return []netip.AddrPort{netip.AddrPortFrom(k.Addr, k.Port)}
+	}
+	nodePort, loNodePort := svc("172.18.0.2", 30053), svc("127.0.0.1", 30053)
+	extIP, lbIP := svc("203.0.113.7", 53), svc("192.0.2.10", 53)
+	other := svc("172.18.0.9", 30053) // not one of ours
+	ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+	for _, k := range []conntrack.Service{nodePort, loNodePort, extIP, lbIP, other} {
+		ct.entries[k] = untranslated(k)
+	}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	p := New(Config{Tracker: tr, Kernel: nft.NewFake(), Conntrack: ct, Options: Options{LocalhostNodePorts: true},
+		SetSysctl: func(string, string) error { return nil }})
+	p.SetNodeAddresses([]netip.Addr{nodeIP}, true)
+	s := externalService("web", "10.96.0.10", v1.ServiceTypeLoadBalancer, 30052, false)
+	s.Spec.ExternalIPs = []string{"203.0.113.7"}
+	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	tr.OnServiceAdd(s)
+	if err := p.Sync(t.Context()); err != nil { // no endpoints yet
+		t.Fatal(err)
+	}
+	tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1")))
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []conntrack.Service{nodePort, loNodePort, extIP, lbIP} {
+		if len(ct.entries[k]) != 0 {
+			t.Errorf("untranslated entry towards %v kept: %v", k, ct.entries[k])
+		}
+		if got := ct.last[k]; !slices.Equal(got, []netip.AddrPort{pod1DNS}) {
+			t.Errorf("serving[%v] = %v, want pod1", k, got)
+		}
+	}
+	if len(ct.entries[other]) != 1 {
+		t.Errorf("entry towards another address deleted")
+	}
+}

@@ -24,6 +24,19 @@ const (
 	mapStickyPorts = "sticky-ports" // ClusterIP . proto . port : goto affinity-T-proto, for ClientIP-affinity ports
 	mapEndpoints   = "endpoints"    // endpoints-NN, ClusterIP . proto . port . slot : endpoint . endpoint port
 
+	// External paths. External and load balancer IPs are keyed like ClusterIPs and
+	// their endpoints share the endpoints-NN maps (under their own address); NodePorts
+	// are keyed by proto . port, whatever local address the packet is for.
+	mapExternalIPs      = "external-ips"       // external or LB IP . proto . port : goto ext-... chain
+	mapFirewallIPs      = "firewall-ips"       // LB IP . proto . port : jump firewall-HASH (loadBalancerSourceRanges)
+	mapServiceNodePorts = "service-nodeports"  // proto . nodePort : goto nodeport-... chain
+	setNodePortIPs      = "nodeport-ips"       // the addresses NodePorts are served on, with --nodeport-addresses
+	mapNodePortEPs      = "nodeport-endpoints" // nodeport-endpoints-N, proto . nodePort . slot : endpoint . endpoint port
+
+	chainNodePorts     = "nodeports"      // matches the node's addresses, then service-nodeports
+	chainFilterForward = "filter-forward" // ct state invalid drop
+	chainFilterInput   = "filter-input"   // the localnet guard, with localhost NodePorts
+
 	chainNoEndpoints    = "no-endpoints"     // ICMP port unreachable (UDP, SCTP)
 	chainNoEndpointsTCP = "no-endpoints-tcp" // TCP reset
 
@@ -56,8 +69,22 @@ type Options struct {
 	// MasqueradeAll masquerades all service traffic (kube-proxy --masquerade-all).
 	MasqueradeAll bool
 	// NodeName is this node (kube-proxy --hostname-override), for
-	// internalTrafficPolicy: Local.
+	// internalTrafficPolicy and externalTrafficPolicy: Local.
 	NodeName string
+	// LocalhostNodePorts lets the node itself reach NodePorts on 127.0.0.0/8 (kube-proxy
+	// --iptables-localhost-nodeports, true by default on kube-proxy's command line;
+	// the zero value here is off, so callers must set it). Such connections are
+	// masqueraded; the Proxy sets net.ipv4.conf.all.route_localnet=1 in its network
+	// namespace (the kernel drops 127/8 sources leaving the host otherwise) and drops
+	// packets to 127.0.0.0/8 that arrive from outside the node, the hole route_localnet
+	// opens (kube-proxy's "block incoming localnet connections" rule).
+	LocalhostNodePorts bool
+	// ConntrackTCPLiberal tells that net.netfilter.nf_conntrack_tcp_be_liberal is set:
+	// then, as kube-proxy, no "ct state invalid drop" in the forward hook (that rule
+	// keeps an out-of-window packet from reaching a pod untranslated and being answered
+	// with a reset that kills a long-lived connection; a liberal conntrack marks such
+	// packets valid instead). ReadConntrackTCPLiberal reads the sysctl.
+	ConntrackTCPLiberal bool
 }
 
 // DefaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
@@ -70,6 +97,21 @@ const DefaultAffinityTimeout = 10800 * time.Second
 const shards = 16
 
 func shardOf(a netip.Addr) int { return int(a.As4()[3]) % shards }
+
+// nodePortShards splits the NodePort endpoint maps by port. NodePorts are fewer than
+// Services (the default range holds 2768), so fewer shards keep the table's set count
+// (which every by-name lookup in a transaction walks) low.
+const nodePortShards = 4
+
+func nodePortMap(port uint16) string {
+	return fmt.Sprintf("%s-%d", mapNodePortEPs, int(port)%nodePortShards)
+}
+
+// localSlots is where the endpoints on this node of an externalTrafficPolicy: Local
+// port start in its endpoint map: slots 0..n-1 hold the cluster-wide endpoints, which
+// pods and the node itself still reach, localSlots.. the local ones outside clients
+// reach ("numgen random mod n offset 65536").
+const localSlots = 1 << 16
 
 // hairpinSet, endpointsMap and affinityMap name the shard an address belongs to.
 // The affinity sweeper dumps only the shards of ClusterIPs that lost an endpoint.
@@ -88,6 +130,18 @@ func Sets() []*nft.Set {
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: mapStickyPorts, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
+		{Name: mapExternalIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
+		{Name: mapFirewallIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
+		{Name: mapServiceNodePorts, Key: []nft.DataType{nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
+		{Name: setNodePortIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
+	}
+	for k := 0; k < nodePortShards; k++ {
+		sets = append(sets, &nft.Set{Name: fmt.Sprintf("%s-%d", mapNodePortEPs, k),
+			Key:  []nft.DataType{nft.TypeInetProto, nft.TypeInetService, nft.TypeInteger},
+			Data: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetService},
+			// typeof, as for the endpoints maps.
+			KeyExpr:  []nft.Operand{nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(slotTypeofMod)},
+			DataExpr: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldThDport)}})
 	}
 	for k := 0; k < shards; k++ {
 		sets = append(sets,
@@ -119,13 +173,19 @@ var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.Ty
 func NewRuleset(o Options) *nft.Ruleset {
 	r := nft.NewRuleset(nft.FamilyIPv4, TableName, Sets()...)
 	r.OnConflict = logElementConflict
-	r.SetFragment("skeleton", Skeleton(o))
+	r.SetFragment(skeletonOwner, Skeleton(o))
 	return r
 }
 
+// skeletonOwner owns the Skeleton fragment.
+const skeletonOwner = "skeleton"
+
 // Skeleton is the part of the table that does not depend on Services: base chains
-// hooking NAT, the dispatch chain, masquerading.
-func Skeleton(o Options) nft.Fragment {
+// hooking NAT, the dispatch chain, masquerading, NodePorts on all local addresses.
+func Skeleton(o Options) nft.Fragment { return SkeletonFor(o, NodeAddresses{All: true}) }
+
+// SkeletonFor is Skeleton with NodePorts served on na (see nodePortsChain).
+func SkeletonFor(o Options, na NodeAddresses) nft.Fragment {
 	jumpServices := []nft.Rule{{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Jump, Chain: chainServices}}}}
 	clusterIP := nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPDaddr)}, Set: setClusterIPs}
 	var services []nft.Rule
@@ -136,11 +196,17 @@ func Skeleton(o Options) nft.Fragment {
 		services = append(services, nft.Rule{Stmts: []nft.Stmt{
 			nft.MatchPrefix{Field: nft.FieldIPSaddr, Negate: true, Prefix: o.ClusterCIDR}, clusterIP, nft.MarkOr{Bits: masqueradeBit}}})
 	}
+	addrKey := []nft.Field{nft.FieldIPDaddr, nft.FieldL4Proto, nft.FieldThDport}
 	services = append(services,
-		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: []nft.Field{nft.FieldIPDaddr, nft.FieldL4Proto, nft.FieldThDport}, Map: mapServiceIPs}}},
+		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: addrKey, Map: mapServiceIPs}}},
+		// loadBalancerSourceRanges: a firewall chain drops other sources, or returns.
+		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: addrKey, Map: mapFirewallIPs}}},
+		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: addrKey, Map: mapExternalIPs}}},
 		// Only ports the Service has are proxied; ping gets no answer, other ports a reject.
 		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Match{Field: nft.FieldL4Proto, Value: nft.Proto(nft.ProtoICMP)}, nft.Verdict{Kind: nft.Drop}}},
 		nft.Rule{Stmts: []nft.Stmt{clusterIP, nft.Reject{}}, Comment: "no such service port"},
+		// Last, as in kube-proxy: a NodePort never shadows a ClusterIP or external IP.
+		nft.Rule{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Goto, Chain: chainNodePorts}}},
 	)
 	postrouting := []nft.Rule{
 		{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
@@ -158,7 +224,7 @@ func Skeleton(o Options) nft.Fragment {
 			nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
 			nft.VMap{Key: []nft.Field{nft.FieldCtOrigDaddr, nft.FieldL4Proto, nft.FieldCtOrigProtoDst}, Map: mapStickyPorts}}})
 	}
-	return nft.Fragment{Chains: []*nft.Chain{
+	chains := []*nft.Chain{
 		{Name: chainStickyPrerouting, Hook: &nft.ChainHook{Type: "filter", Hook: "prerouting", Priority: stickyPriority}, Rules: record},
 		{Name: chainStickyOutput, Hook: &nft.ChainHook{Type: "filter", Hook: "output", Priority: stickyPriority}, Rules: record},
 		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
@@ -167,5 +233,8 @@ func Skeleton(o Options) nft.Fragment {
 		{Name: chainServices, Rules: services},
 		{Name: chainNoEndpoints, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{}}}}},
 		{Name: chainNoEndpointsTCP, Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.Reject{TCPReset: true}}}}},
-	}}
+	}
+	np, npIPs := nodePortsChain(o, na)
+	chains = append(append(chains, np), filterChains(o)...)
+	return nft.Fragment{Chains: chains, Elements: npIPs}
 }

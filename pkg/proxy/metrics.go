@@ -26,8 +26,6 @@ type Metrics struct {
 	ServiceChanges           prometheus.Counter
 	ServiceChangesPending    prometheus.Gauge
 	NoLocalEndpointsInternal prometheus.Gauge
-	// NoLocalEndpointsExternal stays 0: svcproxy serves no external traffic
-	// (NodePorts, load balancers), where externalTrafficPolicy applies.
 	NoLocalEndpointsExternal prometheus.Gauge
 	SyncFailures             prometheus.Counter
 	// CleanupFailures stays 0: kube-proxy deletes stale chains in a transaction

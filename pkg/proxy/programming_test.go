@@ -110,4 +110,16 @@ func TestNoLocalEndpointsGauge(t *testing.T) {
 	if got := testutil.ToFloat64(m.NoLocalEndpointsExternal); got != 0 {
 		t.Errorf("external = %v, want 0", got)
 	}
+	// externalTrafficPolicy: Local with endpoints only on another node.
+	ext := externalService("ext", "10.96.0.14", v1.ServiceTypeNodePort, 30080, true)
+	tr.OnServiceAdd(ext)
+	s := testSlice("ext", readyEP("pod1"))
+	s.Endpoints[0].NodeName = ptr.To("there")
+	tr.OnEndpointSliceAdd(s)
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.NoLocalEndpointsExternal); got != 2 {
+		t.Errorf("external = %v, want 2 (both ports of the Local Service)", got)
+	}
 }

@@ -35,6 +35,17 @@ type Config struct {
 	// changes the kernel took whole (no Service refused), as Health.Synced is: from
 	// then on our table serves every Service (e.g. another proxy's rules can go).
 	OnSynced func()
+	// OnHealthCheckServices, when set, is called in the loop's goroutine after a sync
+	// that committed, with the Services the health check node port server must serve
+	// (see HealthCheckServices), whenever they differ from the last call (and once
+	// after the first sync). The map is the callee's.
+	OnHealthCheckServices func(map[endpoints.ServiceKey]HealthCheckService)
+	// SetSysctl writes a sysctl (path under /proc/sys, value) in the network namespace
+	// the Proxy programs: main sets WriteProcSys (its own namespace), tests that program
+	// another namespace over its fd write there. Only used with LocalhostNodePorts
+	// (route_localnet). nil writes nothing, so that a test with a fake kernel never
+	// changes the machine's own namespace.
+	SetSysctl func(path, value string) error
 }
 
 // Proxy is the reconcile loop: tracker -> render changed Services -> plan against the
@@ -50,12 +61,16 @@ type Proxy struct {
 	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.
 	affinity *affinityTable
 	noLocal  noLocalPorts
+	health   healthChecks
+	// renderedNodeAddrs are the node addresses the desired skeleton serves NodePorts on.
+	renderedNodeAddrs NodeAddresses
 	// programming holds trigger times of changes not yet committed.
 	programming programmingTimes
 
-	mu       sync.Mutex
-	needFull bool
-	lastSync time.Time
+	mu        sync.Mutex
+	needFull  bool
+	nodeAddrs NodeAddresses // where NodePorts are served (SetNodeAddresses)
+	lastSync  time.Time
 
 	// verifiedGen is the ruleset generation at which the view was last known to equal
 	// the kernel (read, or only our own commits since). A periodic resync at that
@@ -87,6 +102,9 @@ func New(cfg Config) *Proxy {
 		affinity:    newAffinityTable(),
 		programming: programmingTimes{},
 		needFull:    true,
+		nodeAddrs:   NodeAddresses{All: true},
+		// NewRuleset renders the skeleton for all local addresses.
+		renderedNodeAddrs: NodeAddresses{All: true},
 	}
 }
 

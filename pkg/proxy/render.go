@@ -30,6 +30,14 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 // sticky-ports tells the filter chains after NAT how long to remember where the
 // connection went (affinity-T-proto-SS). Sticky ports are element-only changes too.
 func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
+	return RenderServiceWith(ports, eps, Options{NodeName: node})
+}
+
+// RenderServiceWith is RenderService with the options that shape external paths
+// (see renderExternal): the node, and the cluster CIDR whose traffic an
+// externalTrafficPolicy: Local port sends to cluster-wide endpoints.
+func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, o Options) nft.Fragment {
+	node := o.NodeName
 	var f nft.Fragment
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
@@ -42,16 +50,14 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 		usable, noLocal := targets(sp, eps[sp.Name], node)
 		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
 			Comment: sp.Name.String()}
+		renderExternal(&f, sp, proto, eps[sp.Name], o)
 		switch {
 		case noLocal:
 			// kube-proxy drops rather than rejects here: the Service has endpoints,
 			// just none on this node.
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Drop}
 		case len(usable) == 0:
-			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: chainNoEndpoints}
-			if proto == nft.ProtoTCP {
-				dispatch.Verdict.Chain = chainNoEndpointsTCP
-			}
+			dispatch.Verdict = noEndpointsVerdict(proto)
 		default:
 			lb := loadBalanceChain(len(usable), sp.ClusterIP)
 			if sp.SessionAffinity {

@@ -20,7 +20,7 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 			continue
 		}
 		seen[k] = true
-		r.SetFragment(ServiceOwner(k), lb.intern(RenderService(snap.ServicePortsOf(k), snap.Endpoints, o.NodeName)))
+		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(snap.ServicePortsOf(k), snap.Endpoints, o)))
 	}
 	for _, c := range r.Conflicts() {
 		klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())

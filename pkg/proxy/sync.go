@@ -21,16 +21,21 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	full := p.needFull
 	p.mu.Unlock()
 
+	if err := p.applyNodeAddresses(); err != nil {
+		p.fail()
+		return err
+	}
 	c := p.cfg.Tracker.TakeChanges()
 	snap, changed := c.Snapshot, c.Changed
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
-		f := p.lb.intern(RenderService(ports, snap.Endpoints, p.cfg.NodeName))
+		f := p.lb.intern(RenderServiceWith(ports, snap.Endpoints, p.cfg.Options))
 		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 		p.affinity.render(owner, stickyOf(f))
 		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.NodeName)
+		p.health.update(k, ports, snap.Endpoints, p.cfg.NodeName)
 	}
 	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {
@@ -113,6 +118,7 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	p.cfg.Metrics.LastSync.Set(float64(end.UnixNano()) / 1e9)
 	p.cfg.Metrics.TxObjects.Observe(float64(objects))
 	p.cfg.Metrics.NoLocalEndpointsInternal.Set(float64(p.noLocal.total))
+	p.cfg.Metrics.NoLocalEndpointsExternal.Set(float64(p.noLocal.external))
 	// Like kube-proxy, whose failed sync never updates lastUpdated: a refused
 	// Service is a queued change not programmed, and health says so after the
 	// timeout.
@@ -122,6 +128,9 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	if p.cfg.OnSynced != nil && ok {
 		p.cfg.OnSynced()
 	}
+	// Unlike OnSynced, also when another Service was refused: a Service's local
+	// endpoints are counted from what the cluster says, and the count must not stall.
+	p.health.notify(p.cfg.OnHealthCheckServices)
 	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
 }
 

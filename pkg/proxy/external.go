@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/nft"
+)
+
+// externalPath is one way into a Service port from outside the cluster: its
+// external and load balancer IPs (keyed like ClusterIPs, endpoints in endpoints-NN
+// under the external address) or its NodePort (keyed proto . port, endpoints in
+// nodeport-endpoints-N). Every Service port reached the same way with the same
+// endpoint counts shares one chain, as lb-N-SS is shared: the chain holds no constant
+// of any Service, only the map and the counts.
+type externalPath struct {
+	name  string        // chain name prefix: "ext" or "nodeport"
+	shard string        // "SS" of the chain and map
+	emap  string        // the endpoint map
+	key   []nft.Operand // the endpoint map's key without the slot
+	addr  netip.Addr    // the external address; invalid for a NodePort
+}
+
+func addrPath(a netip.Addr) externalPath {
+	return externalPath{name: "ext", shard: fmt.Sprintf("%02d", shardOf(a)), emap: endpointsMap(a), addr: a,
+		key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
+}
+
+func nodePortPath(port uint16) externalPath {
+	return externalPath{name: "nodeport", shard: fmt.Sprint(int(port) % nodePortShards), emap: nodePortMap(port),
+		key: []nft.Operand{nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
+}
+
+// pick DNATs to one of n endpoints starting at slot offset.
+func (x externalPath) pick(n, offset int) nft.DNATMap {
+	return nft.DNATMap{Key: append(append([]nft.Operand{}, x.key...), nft.RandomFrom(uint32(n), uint32(offset))), Map: x.emap}
+}
+
+var masqueradeMark = nft.MarkOr{Bits: masqueradeBit}
+
+// clusterChain serves externalTrafficPolicy: Cluster: every connection is
+// masqueraded (the reply must come back through this node, which undoes the DNAT)
+// and goes to one of the n cluster-wide endpoints.
+func (x externalPath) clusterChain(n int) *nft.Chain {
+	return &nft.Chain{Name: fmt.Sprintf("%s-%d-%s", x.name, n, x.shard),
+		Rules: []nft.Rule{{Stmts: []nft.Stmt{masqueradeMark, x.pick(n, 0)}}}}
+}
+
+// localChain serves externalTrafficPolicy: Local with local endpoints here out of
+// cluster endpoints. Traffic from pods (the cluster CIDR) and from the node itself
+// goes to the cluster-wide endpoints, the node's masqueraded (its source address
+// would not route back from another node's pod), pods' not: they are inside the
+// cluster, and kube-proxy's nftables mode black-holing them (#131765) is a bug we do
+// not copy. Everyone else keeps their source address and goes to a local endpoint,
+// or is dropped when there is none here.
+func (x externalPath) localChain(local, cluster int, o Options) *nft.Chain {
+	var rules []nft.Rule
+	if o.ClusterCIDR.IsValid() {
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: nft.FieldIPSaddr, Prefix: o.ClusterCIDR}, x.pick(cluster, 0)}})
+	}
+	rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.FibLocal{Saddr: true}, masqueradeMark, x.pick(cluster, 0)}})
+	if local == 0 {
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Drop}}})
+	} else {
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{x.pick(local, localSlots)}})
+	}
+	return &nft.Chain{Name: fmt.Sprintf("%s-local-%d-%d-%s", x.name, local, cluster, x.shard), Rules: rules}
+}
+
+// firewallChain lets the given sources through (back to the services chain) and
+// drops the others, before any DNAT, as kube-proxy's firewall chains do. It is named
+// by its ranges, so Services with the same loadBalancerSourceRanges share it.
+func firewallChain(ranges endpoints.PrefixList) *nft.Chain {
+	h := fnv.New64a()
+	h.Write([]byte(ranges))
+	c := &nft.Chain{Name: fmt.Sprintf("firewall-%016x", h.Sum64())}
+	for _, p := range ranges.Prefixes() {
+		c.Rules = append(c.Rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: nft.FieldIPSaddr, Prefix: p}, nft.Verdict{Kind: nft.Return}}})
+	}
+	c.Rules = append(c.Rules, nft.Rule{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Drop}}, Comment: "loadBalancerSourceRanges"})
+	return c
+}
+
+// externalSets are the endpoints a port's external paths use: cluster for
+// externalTrafficPolicy Cluster and for pods and the node under Local; local for the
+// rest under Local. Each falls back to serving terminating endpoints on its own, as
+// upstream's CategorizeEndpoints does.
+type externalSets struct {
+	cluster, local []endpoints.Endpoint
+}
+
+func externalSetsOf(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) externalSets {
+	eps = programmable(eps)
+	x := externalSets{cluster: endpoints.UsableEndpoints(eps)}
+	if sp.ExternalLocal {
+		var here []endpoints.Endpoint
+		for _, e := range eps {
+			if e.NodeName == node {
+				here = append(here, e)
+			}
+		}
+		x.local = endpoints.UsableEndpoints(here)
+	}
+	return x
+}
+
+// renderExternal adds sp's external paths to f: a dispatch element per external or
+// load balancer IP (plus a firewall element when source ranges guard it) and per
+// NodePort, and their endpoint elements. Changing endpoints changes map elements,
+// and a changed count one dispatch element, as for ClusterIPs.
+func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint, o Options) {
+	if !sp.External() {
+		return
+	}
+	x := externalSetsOf(sp, eps, o.NodeName)
+	lbIPs := sp.LoadBalancerIPs.Addrs()
+	isLB := make(map[netip.Addr]bool, len(lbIPs))
+	for _, a := range lbIPs {
+		isLB[a] = true
+	}
+	for _, a := range append(sp.ExternalIPs.Addrs(), lbIPs...) {
+		key := []nft.Datum{nft.IP(a), nft.Proto(proto), nft.Port(sp.Port)}
+		path := addrPath(a)
+		f.Elements = append(f.Elements, nft.Element{Set: mapExternalIPs, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
+			Comment: sp.Name.String()})
+		path.endpointElements(f, func(slot int) []nft.Datum { return append(append([]nft.Datum{}, key...), nft.Int(uint32(slot))) }, x)
+		if isLB[a] && sp.SourceRanges != "" {
+			fw := firewallChain(sp.SourceRanges)
+			f.Shared = append(f.Shared, fw)
+			f.Elements = append(f.Elements, nft.Element{Set: mapFirewallIPs, Key: key, Verdict: &nft.Verdict{Kind: nft.Jump, Chain: fw.Name},
+				Comment: sp.Name.String()})
+		}
+	}
+	if sp.NodePort != 0 {
+		key := []nft.Datum{nft.Proto(proto), nft.Port(sp.NodePort)}
+		path := nodePortPath(sp.NodePort)
+		f.Elements = append(f.Elements, nft.Element{Set: mapServiceNodePorts, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
+			Comment: sp.Name.String()})
+		path.endpointElements(f, func(slot int) []nft.Datum { return append(append([]nft.Datum{}, key...), nft.Int(uint32(slot))) }, x)
+	}
+	for _, e := range x.local {
+		// A local endpoint may be one the cluster set lacks (a terminating one while
+		// another node has a ready one): it can reach itself through its Service too.
+		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+	}
+}
+
+// verdict is where the dispatch element of this path sends new connections, adding
+// the shared chain it names to f.
+func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, s externalSets, o Options) *nft.Verdict {
+	if len(s.cluster) == 0 {
+		return noEndpointsVerdict(proto)
+	}
+	c := x.clusterChain(len(s.cluster))
+	switch {
+	case sp.ExternalLocal:
+		c = x.localChain(len(s.local), len(s.cluster), o)
+	case sp.SessionAffinity && x.addr.IsValid():
+		c = x.stickyChain(len(s.cluster))
+		record := affinityChain(sp.AffinityTimeout, proto, x.addr)
+		f.Shared = append(f.Shared, record)
+		f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: []nft.Datum{nft.IP(x.addr), nft.Proto(proto), nft.Port(sp.Port)},
+			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: sp.Name.String()})
+	}
+	f.Shared = append(f.Shared, c)
+	return &nft.Verdict{Kind: nft.Goto, Chain: c.Name}
+}
+
+// stickyChain is clusterChain for a ClientIP-affinity port on an external or load
+// balancer IP: a client the affinity map knows for this address . proto . port goes
+// back to its endpoint, as sticky-N-SS does for ClusterIPs; the filter chains record
+// new connections through the address's sticky-ports element, and the affinity
+// sweeper knows the address like a ClusterIP (its endpoints-SS elements). Affinity is
+// per address: a client is not sticky across a ClusterIP and an external IP of one
+// Service. Not done for NodePorts (the node address in the key is not known when
+// rendering) nor with externalTrafficPolicy Local.
+func (x externalPath) stickyChain(n int) *nft.Chain {
+	return &nft.Chain{Name: fmt.Sprintf("%s-sticky-%d-%s", x.name, n, x.shard), Rules: []nft.Rule{
+		{Stmts: []nft.Stmt{masqueradeMark, nft.DNATMap{Key: affinityKey, Map: affinityMap(x.addr)}}},
+		{Stmts: []nft.Stmt{x.pick(n, 0)}},
+	}}
+}
+
+// endpointElements adds the endpoint map elements of one key: the cluster set from
+// slot 0, the local set from localSlots.
+func (x externalPath) endpointElements(f *nft.Fragment, key func(slot int) []nft.Datum, s externalSets) {
+	for slot, e := range s.cluster {
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+	}
+	if len(s.cluster) == 0 {
+		return // nothing to pick from: the dispatch rejects
+	}
+	for slot, e := range s.local {
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+	}
+}
+
+// noEndpointsVerdict rejects: TCP with a reset, others with ICMP port unreachable.
+func noEndpointsVerdict(proto uint8) *nft.Verdict {
+	if proto == nft.ProtoTCP {
+		return &nft.Verdict{Kind: nft.Goto, Chain: chainNoEndpointsTCP}
+	}
+	return &nft.Verdict{Kind: nft.Goto, Chain: chainNoEndpoints}
+}
