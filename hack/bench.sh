@@ -14,7 +14,8 @@
 #
 # BENCH_STICKY=1: every Service has ClientIP affinity. BENCH_EXTERNAL=1: a third of
 # the Services have a NodePort (issue 8; some LoadBalancer, some externalIPs).
-# BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory).
+# BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory); BENCH_PLOTS=DIR
+# is where the plots go (default docs/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hack/deps.sh
@@ -66,5 +67,6 @@ if [ "$side" != none ]; then
   fi
 fi
 
-echo "bench: JSON lines in $out; plots in docs/bench/" >&2
-./bin/benchreport -kernel "$out/kernel.jsonl" -side "$out/side.jsonl" -plots docs/bench
+plots=${BENCH_PLOTS:-docs/bench}
+echo "bench: JSON lines in $out; plots in $plots/" >&2
+./bin/benchreport -kernel "$out/kernel.jsonl" -side "$out/side.jsonl" -plots "$plots"
