@@ -1,7 +1,11 @@
-// Command bench measures svcproxy against the real kernel, in a network namespace it
-// creates and removes: a cold full sync of N Services x E endpoints, one incremental
-// endpoint change, one added Service, and the process's RSS. It prints one JSON line;
-// hack/bench.sh runs it at several sizes and prints the table.
+// Command bench measures svcproxy against the real kernel, in network namespaces it
+// creates and removes (internal/benchworld): a cold full sync of N Services x E
+// endpoints, one endpoint change (p50/p99 over many), a count change, one added
+// Service, resyncs, heap and RSS, churn (a share of the Services changing every
+// second through the real sync loop: programming latency and CPU seconds), and the
+// data plane (new-connection latency through a ClusterIP and straight to the pod).
+// It prints one JSON line; hack/bench.sh runs it at several sizes and
+// hack/benchreport turns the lines into tables and plots.
 package main
 
 import (
@@ -13,209 +17,254 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/internal/benchworld"
 	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-var (
-	profile string
-	// sticky gives every Service ClientIP affinity (BENCH_STICKY=1 make bench).
-	sticky bool
-)
-
 type result struct {
-	Services       int     `json:"services"`
-	Sticky         bool    `json:"sticky,omitempty"`
-	Endpoints      int     `json:"endpoints_per_service"`
-	ColdSeconds    float64 `json:"cold_sync_s"`
-	ChangeSeconds  float64 `json:"endpoint_change_s"`
-	AddSeconds     float64 `json:"add_service_s"`
-	ScaleSeconds   float64 `json:"endpoint_added_s"`
-	ResyncSeconds  float64 `json:"resync_s"`
-	FullReadSecs   float64 `json:"resync_full_read_s"`
-	RSSMiB         float64 `json:"rss_mib"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"`
-	HeapMiB        float64 `json:"heap_after_gc_mib"`
-	KernelRules    int     `json:"service7_endpoints_in_kernel"`
-	ChangeSamples  int     `json:"change_samples"`
-	ColdTxObjects  int     `json:"cold_tx_objects"`
-	ChangeTxObject int     `json:"change_tx_objects"`
+	Services  int     `json:"services"`
+	Sticky    bool    `json:"sticky,omitempty"`
+	External  bool    `json:"external,omitempty"`
+	Endpoints int     `json:"endpoints_per_service"`
+	ColdSecs  float64 `json:"cold_sync_s"`
+	ColdCPU   float64 `json:"cold_sync_cpu_s"`
+	// Load is the machine's 1-minute load average at the start and the end: the
+	// durations stretch with it on a shared machine, the CPU seconds much less.
+	LoadStart  float64 `json:"loadavg_start"`
+	LoadEnd    float64 `json:"loadavg_end"`
+	ChangeP50  float64 `json:"endpoint_change_p50_s"`
+	ChangeP99  float64 `json:"endpoint_change_p99_s"`
+	ChangeMax  float64 `json:"endpoint_change_max_s"`
+	Samples    int     `json:"change_samples"`
+	AddSecs    float64 `json:"add_service_s"`
+	ScaleSecs  float64 `json:"endpoint_added_s"`
+	ResyncSecs float64 `json:"resync_s"`
+	FullRead   float64 `json:"resync_full_read_s"`
+	RSSMiB     float64 `json:"rss_mib"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	HeapMiB    float64 `json:"heap_after_gc_mib"`
+	EndRSSMiB  float64 `json:"rss_end_mib"`
+	EndHeapMiB float64 `json:"heap_end_mib"`
+	*churnResult
+	*dataplaneResult
 }
 
 func main() {
 	n := flag.Int("services", 1000, "number of Services")
-	e := flag.Int("endpoints", 10, "endpoints per Service")
-	samples := flag.Int("samples", 7, "incremental changes to time (median reported)")
+	var o objects
+	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per Service")
+	samples := flag.Int("samples", 50, "one-endpoint changes to time (p50 and p99 reported)")
+	churn := flag.Duration("churn", 0, "run the churn for this long (0: no churn)")
+	churnShare := flag.Float64("churn-share", 0.01, "share of the Services changing their endpoints every second")
+	rounds := flag.Int("dataplane-rounds", 10, "interleaved rounds of new connections through a ClusterIP and straight to the pod (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
-	flag.BoolVar(&sticky, "sticky", false, "give every Service ClientIP affinity")
+	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
+	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
 	klog.InitFlags(nil)
 	flag.Parse()
-	profile = *cpuprofile
-	if err := run(*n, *e, *samples); err != nil {
+	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile}
+	r, err := b.run(*churn, *churnShare, *rounds)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func run(n, e, samples int) error {
-	ns := fmt.Sprintf("spbench%d", os.Getpid())
-	if err := netns.IP("netns", "add", ns); err != nil {
-		return err
-	}
-	defer netns.Delete(ns)
-	f, err := os.Open(netns.Path(ns))
+type bench struct {
+	o       objects
+	n       int
+	samples int
+	profile string
+	tr      *endpoints.Tracker
+	p       *proxy.Proxy
+	kernel  *nft.Netlink
+	world   *benchworld.World
+	// latencies receives the programming latency of every committed change (trigger
+	// time to commit), as kubeproxy_network_programming_duration_seconds would.
+	latencies chan time.Duration
+	// syncs receives the duration of every sync (kubeproxy_sync_proxy_rules_duration_seconds).
+	syncs chan time.Duration
+}
+
+func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*result, error) {
+	w, err := benchworld.New(fmt.Sprintf("spbench%d-", os.Getpid()))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer w.Close()
+	b.world = w
+	f, err := os.Open(netns.Path(w.Node))
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
-	kernel := &nft.Netlink{NetNSFd: int(f.Fd())}
+	b.kernel = &nft.Netlink{NetNSFd: int(f.Fd())}
+	b.latencies, b.syncs = make(chan time.Duration, 1<<16), make(chan time.Duration, 1<<12)
+	m := proxy.NewMetrics(nil)
+	m.ProgrammingLatency, m.SyncDuration = sendTo(b.latencies), sendTo(b.syncs)
 
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	for i := 0; i < n; i++ {
-		tr.OnServiceAdd(service(i))
-		tr.OnEndpointSliceAdd(slice(i, e, 0))
+	b.tr = endpoints.NewTracker(endpoints.TrackerOptions{})
+	for i := 0; i < b.n; i++ {
+		b.tr.OnServiceAdd(b.o.service(i))
+		b.tr.OnEndpointSliceAdd(b.o.slice(i, 0, time.Time{}))
 	}
-	p := proxy.New(proxy.Config{Tracker: tr, Kernel: kernel, Options: proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")}})
-	runtime.GC()
+	b.p = proxy.New(proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
+		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")},
+		MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
+	heapMiB()
 
+	load := loadAvg()
 	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
-	start := time.Now()
-	if err := p.Sync(context.Background()); err != nil {
-		return fmt.Errorf("cold sync: %w", err)
+	cpu0, start := cpuTime(), time.Now()
+	if err := b.p.Sync(context.Background()); err != nil {
+		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
-	r := result{Services: n, Sticky: sticky, Endpoints: e, ColdSeconds: time.Since(start).Seconds(), ChangeSamples: samples}
+	r := &result{Services: b.n, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints,
+		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	r.HeapMiB = float64(ms.HeapInuse) / (1 << 20)
+	r.HeapMiB = heapMiB()
 	if hp := os.Getenv("BENCH_HEAPPROFILE"); hp != "" {
 		f, _ := os.Create(hp)
 		_ = pprof.WriteHeapProfile(f)
 		f.Close()
 	}
+	drain(b.latencies)
+	drain(b.syncs)
 
-	stopProfile = cpuProfile(profile)
-	var changes []float64
-	for s := 1; s <= samples; s++ {
-		tr.OnEndpointSliceUpdate(nil, slice(s*7%n, e, s)) // one endpoint of one Service replaced
+	if err := b.oneChanges(r); err != nil {
+		return nil, err
+	}
+	if err := b.others(r); err != nil {
+		return nil, err
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if rounds > 0 {
+		if r.dataplaneResult, err = b.dataplane(rounds); err != nil {
+			return nil, fmt.Errorf("data plane: %w", err)
+		}
+	}
+	if churn > 0 {
+		if r.churnResult, err = b.churn(churn, churnShare); err != nil {
+			return nil, fmt.Errorf("churn: %w", err)
+		}
+	}
+	r.EndRSSMiB, r.EndHeapMiB = procStatusMiB("VmRSS:"), heapMiB()
+	r.LoadEnd = loadAvg()
+	// The proxy and its tracker are what the end's heap measured: keep them alive
+	// until then.
+	runtime.KeepAlive(b.p)
+	runtime.KeepAlive(b.tr)
+	return r, nil
+}
+
+// oneChanges times samples syncs of one replaced endpoint of one Service each: the
+// tracker change, render, plan and the transaction's commit.
+func (b *bench) oneChanges(r *result) error {
+	stop := cpuProfile(b.profile)
+	defer stop()
+	var changes []time.Duration
+	for s := 1; s <= b.samples; s++ {
 		t := time.Now()
-		if err := p.Sync(context.Background()); err != nil {
+		b.tr.OnEndpointSliceUpdate(nil, b.o.slice((s*7+3)%b.n, s, time.Time{}))
+		if err := b.p.Sync(context.Background()); err != nil {
 			return fmt.Errorf("incremental sync: %w", err)
 		}
-		changes = append(changes, time.Since(t).Seconds())
+		changes = append(changes, time.Since(t))
 	}
-	stopProfile()
-	sort.Float64s(changes)
-	r.ChangeSeconds = changes[len(changes)/2]
+	r.ChangeP50, r.ChangeP99, r.ChangeMax = quantile(changes, 0.5), quantile(changes, 0.99), quantile(changes, 1)
+	drain(b.latencies)
+	return nil
+}
 
+// others times a count change, an added Service, a resync and a full read.
+func (b *bench) others(r *result) error {
+	ctx := context.Background()
 	// Scaling: one Service gains an endpoint (its endpoint count changes).
-	scaled := slice(11, e, 0)
-	scaled.Endpoints = append(scaled.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(200, 11)}})
-	tr.OnEndpointSliceUpdate(nil, scaled)
-	t0 := time.Now()
-	if err := p.Sync(context.Background()); err != nil {
+	scaled := b.o.slice(11%b.n, 0, time.Time{})
+	scaled.Endpoints = append(scaled.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(150, 11)}})
+	b.tr.OnEndpointSliceUpdate(nil, scaled)
+	t := time.Now()
+	if err := b.p.Sync(ctx); err != nil {
 		return fmt.Errorf("scale sync: %w", err)
 	}
-	r.ScaleSeconds = time.Since(t0).Seconds()
+	r.ScaleSecs = time.Since(t).Seconds()
 
-	tr.OnServiceAdd(service(n))
-	tr.OnEndpointSliceAdd(slice(n, e, 0))
-	t := time.Now()
-	if err := p.Sync(context.Background()); err != nil {
+	b.tr.OnServiceAdd(b.o.service(b.n))
+	b.tr.OnEndpointSliceAdd(b.o.slice(b.n, 0, time.Time{}))
+	t = time.Now()
+	if err := b.p.Sync(ctx); err != nil {
 		return fmt.Errorf("add service: %w", err)
 	}
-	r.AddSeconds = time.Since(t).Seconds()
+	r.AddSecs = time.Since(t).Seconds()
 
-	p.RequestResync() // what --sync-period does: re-read the kernel, find nothing to repair
+	b.p.RequestResync() // what --sync-period does: re-read the kernel, find nothing to repair
 	t = time.Now()
-	if err := p.Sync(context.Background()); err != nil {
+	if err := b.p.Sync(ctx); err != nil {
 		return fmt.Errorf("resync: %w", err)
 	}
-	r.ResyncSeconds = time.Since(t).Seconds()
+	r.ResyncSecs = time.Since(t).Seconds()
 
 	// After another program's commit a drift check must read the whole table back
 	// (svcproxy spaces such reads out to ten times their duration).
-	stopProfile = cpuProfile(os.Getenv("BENCH_RESYNC_CPUPROFILE"))
+	stop := cpuProfile(os.Getenv("BENCH_RESYNC_CPUPROFILE"))
 	t = time.Now()
-	if _, err := kernel.Read(context.Background(), nft.FamilyIPv4, proxy.TableName); err != nil {
+	if _, err := b.kernel.Read(ctx, nft.FamilyIPv4, proxy.TableName); err != nil {
 		return fmt.Errorf("read table: %w", err)
 	}
-	r.FullReadSecs = time.Since(t).Seconds()
-	stopProfile()
+	r.FullRead = time.Since(t).Seconds()
+	stop()
+	drain(b.latencies)
+	drain(b.syncs)
+	return nil
+}
 
-	// The kernel holds service 7's endpoints (the shape of the table aside).
-	out, err := netns.Exec(ns, "nft", "list", "map", "ip", proxy.TableName, "endpoints-07") // 10.96.0.7's shard
+// check: the kernel holds Service 7's endpoints (the shape of the table aside).
+func (b *bench) check() error {
+	out, err := netns.Exec(b.world.Node, "nft", "list", "map", "ip", proxy.TableName, "endpoints-07") // 10.96.0.7's shard
 	if err != nil {
 		return fmt.Errorf("nft list map: %w", err)
 	}
-	r.KernelRules = strings.Count(out, addr(96, 7)+" . tcp . 80 . ")
-	if r.KernelRules != e {
-		return fmt.Errorf("kernel holds %d endpoints of service 7, want %d", r.KernelRules, e)
+	if got := strings.Count(out, addr(96, 7)+" . tcp . 80 . "); got != b.o.endpoints {
+		return fmt.Errorf("kernel holds %d endpoints of service 7, want %d", got, b.o.endpoints)
 	}
-	return json.NewEncoder(os.Stdout).Encode(r)
+	return nil
 }
 
-func addr(base byte, i int) string {
-	return fmt.Sprintf("10.%d.%d.%d", base+byte(i>>16), (i>>8)&0xff, i&0xff)
-}
+type observer func(float64)
 
-func service(i int) *v1.Service {
-	ip := addr(96, i)
-	s := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i)},
-		Spec: v1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Type: v1.ServiceTypeClusterIP,
-			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
-	}
-	if sticky {
-		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
-	}
-	return s
-}
+func (o observer) Observe(v float64) { o(v) }
 
-// slice returns Service i's endpoints; gen shifts one endpoint to a new address.
-func slice(i, e, gen int) *discoveryv1.EndpointSlice {
-	name, proto, port := "http", v1.ProtocolTCP, int32(8080)
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i) + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: "svc-" + strconv.Itoa(i)}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
-	}
-	for j := 0; j < e; j++ {
-		k := i*e + j
-		if j == 0 && gen > 0 {
-			k = 1<<20 + gen*4096 + i%4096
-		}
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, k)}})
-	}
-	return s
-}
-
-func procStatusMiB(field string) float64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, field) {
-			f := strings.Fields(l)
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
+// sendTo observes seconds into c, dropping what does not fit.
+func sendTo(c chan time.Duration) observer {
+	return func(s float64) {
+		select {
+		case c <- time.Duration(s * float64(time.Second)):
+		default:
 		}
 	}
-	return 0
+}
+
+func drain(c chan time.Duration) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
 }
 
 // cpuProfile profiles the CPU into file until the returned function is called; an

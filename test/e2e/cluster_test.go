@@ -69,6 +69,7 @@ type cluster struct {
 	pki         *pki
 	adminKC     string
 	proxyKC     string
+	benchOnly   bool    // no node agents, no proxies: see config.bench
 	control     []*proc // started in this order, stopped in reverse
 	etcd        *proc
 	apiserver   *proc
@@ -127,6 +128,7 @@ func newCluster(cfg config) (*cluster, error) {
 		svcproxyBin: cfg.svcproxyBin,
 		agentBin:    cfg.agentBin,
 		bridgeNetns: prefix + "net",
+		benchOnly:   cfg.bench,
 	}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return nil, err
@@ -159,6 +161,9 @@ func (c *cluster) up(ctx context.Context) error {
 		{"nodes", c.registerNodes},
 		{"node agents", c.startAgents},
 		{"proxies", c.startProxies},
+	}
+	if c.benchOnly {
+		steps = steps[:4] // through the Nodes
 	}
 	for _, s := range steps {
 		start := time.Now()

@@ -27,6 +27,9 @@ type config struct {
 	agentBin    string
 	prefix      string // optional namespace name prefix
 	results     string // optional JSON results file
+	// bench (E2E_BENCH=1, hack/bench.sh): only the control plane and the Nodes;
+	// TestBenchSideBySide starts the proxies it compares in namespaces of its own.
+	bench bool
 }
 
 var proxies = map[string]bool{"svcproxy": true, "kube-proxy-iptables": true, "kube-proxy-nftables": true}
@@ -44,11 +47,12 @@ func mainRun(m *testing.M) int {
 		agentBin:    os.Getenv("E2E_NODEAGENT_BIN"),
 		prefix:      os.Getenv("E2E_PREFIX"),
 		results:     os.Getenv("E2E_RESULTS"),
+		bench:       os.Getenv("E2E_BENCH") != "",
 	}
 	if cfg.proxy == "" {
 		cfg.proxy = "svcproxy"
 	}
-	if cfg.bins == "" || cfg.agentBin == "" {
+	if cfg.bins == "" || (cfg.agentBin == "" && !cfg.bench) {
 		fmt.Println("e2e: E2E_K8S_BINS or E2E_NODEAGENT_BIN not set; run hack/e2e.sh")
 		return 1
 	}
@@ -85,7 +89,7 @@ func mainRun(m *testing.M) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	err = c.up(ctx)
-	if err == nil {
+	if err == nil && !cfg.bench {
 		err = c.createClients(ctx)
 	}
 	cancel()

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/benchworld"
+)
+
+type dataplaneResult struct {
+	Rounds         int     `json:"dataplane_rounds"`
+	PerRound       int     `json:"dataplane_connections_per_round"`
+	ClusterIPP50   float64 `json:"connect_clusterip_p50_s"`
+	ClusterIPP99   float64 `json:"connect_clusterip_p99_s"`
+	DirectP50      float64 `json:"connect_direct_p50_s"`
+	DirectP99      float64 `json:"connect_direct_p99_s"`
+	RatioP50       float64 `json:"connect_ratio_p50"`
+	RatioP99       float64 `json:"connect_ratio_p99"`
+	DataplaneFails int     `json:"dataplane_failures"`
+}
+
+// perRound is how many new connections each kind makes in a round.
+const perRound = 200
+
+// dataplane times new connections (the TCP handshake, from the client namespace
+// through the node) to a ClusterIP and straight to one of that Service's pods, in
+// interleaved rounds so that the machine's load falls on both alike. Eight Services
+// spread over the table are used.
+func (b *bench) dataplane(rounds int) (*dataplaneResult, error) {
+	pr := b.world.NewProber(time.Second)
+	defer pr.Close()
+	var svcs []int
+	for k := range 8 {
+		svcs = append(svcs, k*(b.n-1)/7)
+	}
+	var viaService, direct []time.Duration
+	fails := 0
+	do := func(kind string, out *[]time.Duration) error {
+		for c := range perRound {
+			i := svcs[c%len(svcs)]
+			ip, port := netip.MustParseAddr(addr(96, i)), 80
+			if kind == "direct" {
+				ip, port = netip.MustParseAddr(addr(128, i*b.o.endpoints+1+c%(b.o.endpoints-1))), benchworld.Port
+			}
+			_, d, err := pr.Probe(ip, port)
+			for errors.Is(err, unix.EINTR) {
+				_, d, err = pr.Probe(ip, port)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: data plane: %s: %v\n", kind, err)
+				fails++
+				if fails > perRound/10 {
+					return fmt.Errorf("%s: %w", kind, err)
+				}
+				continue
+			}
+			*out = append(*out, d)
+		}
+		return nil
+	}
+	for r := range rounds {
+		first, second := "service", "direct"
+		if r%2 == 1 {
+			first, second = second, first
+		}
+		for _, kind := range []string{first, second} {
+			out := &direct
+			if kind == "service" {
+				out = &viaService
+			}
+			if err := do(kind, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res := &dataplaneResult{Rounds: rounds, PerRound: perRound, DataplaneFails: fails,
+		ClusterIPP50: quantile(viaService, 0.5), ClusterIPP99: quantile(viaService, 0.99),
+		DirectP50: quantile(direct, 0.5), DirectP99: quantile(direct, 0.99)}
+	res.RatioP50, res.RatioP99 = res.ClusterIPP50/res.DirectP50, res.ClusterIPP99/res.DirectP99
+	return res, nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The objects: Service i has ClusterIP addr(96, i) port 80 and endpoints
+// addr(128, i*e+j) port 8080, every one of them answered by the pods namespace
+// (benchworld.EndpointPf).
+
+// objects says what kind of Services the bench makes.
+type objects struct {
+	endpoints int
+	// sticky gives every Service ClientIP affinity (BENCH_STICKY=1 make bench).
+	sticky bool
+	// external gives a third of the Services a NodePort (BENCH_EXTERNAL=1 make bench,
+	// issue 8): of every nine, one LoadBalancer with an ingress IP, two NodePort, and
+	// one ClusterIP Service with an externalIP.
+	external bool
+}
+
+func addr(base byte, i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", base+byte(i>>16), (i>>8)&0xff, i&0xff)
+}
+
+func (o objects) service(i int) *v1.Service {
+	ip := addr(96, i)
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i)},
+		Spec: v1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Type: v1.ServiceTypeClusterIP,
+			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if o.sticky {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	}
+	if o.external {
+		external(s, i)
+	}
+	return s
+}
+
+// external makes Service i one of the external kinds. NodePorts are unique: a
+// third of 100k Services needs 33k of them, beyond the default 30000-32767 range
+// (a cluster would set --service-node-port-range).
+func external(s *v1.Service, i int) {
+	outside := fmt.Sprintf("172.30.%d.%d", (i>>8)&0xff, i&0xff)
+	switch {
+	case i%9 == 0:
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = int32(20000 + i/3)
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: outside}}
+	case i%3 == 0:
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = int32(20000 + i/3)
+	case i%9 == 1:
+		s.Spec.ExternalIPs = []string{outside}
+	}
+}
+
+// slice returns Service i's endpoints; gen > 0 moves one endpoint to a new address.
+// A zero trigger leaves the slice without the controller's trigger-time stamp.
+func (o objects) slice(i, gen int, trigger time.Time) *discoveryv1.EndpointSlice {
+	name, proto, port := "http", v1.ProtocolTCP, int32(8080)
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i) + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: "svc-" + strconv.Itoa(i)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+	}
+	if !trigger.IsZero() {
+		s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
+	}
+	for j := 0; j < o.endpoints; j++ {
+		k := i*o.endpoints + j
+		if j == 0 && gen > 0 {
+			k = 1<<20 + gen*4096 + i%4096
+		}
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, k)}})
+	}
+	return s
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+func ms(s float64) string  { return fmt.Sprintf("%.1f ms", s*1000) }
+func us(s float64) string  { return fmt.Sprintf("%.0f µs", s*1e6) }
+func sec(s float64) string { return fmt.Sprintf("%.2f s", s) }
+func mib(m float64) string { return fmt.Sprintf("%.0f MiB", m) }
+
+func printKernel(w io.Writer, ks []kernelRun) {
+	if len(ks) == 0 {
+		return
+	}
+	kind := ""
+	if ks[0].Sticky {
+		kind += ", ClientIP affinity"
+	}
+	if ks[0].External {
+		kind += ", a third with a NodePort"
+	}
+	fmt.Fprintf(w, "| Services x10 eps%s | cold full sync (CPU) | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS | load avg |\n", kind)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range ks {
+		fmt.Fprintf(w, "| %d | %s (%s) | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.0f-%.0f |\n", r.Services, sec(r.ColdSecs), sec(r.ColdCPU),
+			ms(r.ChangeP50), ms(r.ChangeP99), r.Samples, ms(r.ScaleSecs), ms(r.AddSecs), ms(r.ResyncSecs), sec(r.FullRead),
+			mib(r.HeapMiB), mib(r.RSSMiB), mib(r.PeakRSSMiB), r.LoadStart, r.LoadEnd)
+	}
+	fmt.Fprintln(w)
+}
+
+func printChurn(w io.Writer, ks []kernelRun) {
+	var rows []string
+	for _, r := range ks {
+		if r.ChurnChanges == 0 {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %d | %d/s for %.0f s | %d | %s / %s / %s | %d, %s / %s | %.1f s (%.0f%% of one core) |", r.Services,
+			r.ChurnPerSecond, r.ChurnSeconds, r.ChurnChanges, ms(r.ChurnP50), ms(r.ChurnP99), ms(r.ChurnMax),
+			r.ChurnSyncs, ms(r.ChurnSyncP50), ms(r.ChurnSyncMax), r.ChurnCPU, 100*r.ChurnCPU/r.ChurnSeconds))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | syncs, duration p50 / max | CPU used |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, strings.Join(rows, "\n"))
+	fmt.Fprintln(w)
+}
+
+func printDataplane(w io.Writer, ks []kernelRun) {
+	var rows []string
+	for _, r := range ks {
+		if r.Rounds == 0 {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %d | %d x %d + %d | %s / %s | %s / %s | x%.2f / x%.2f |", r.Services, r.Rounds, r.PerRound, r.PerRound,
+			us(r.ClusterIPP50), us(r.ClusterIPP99), us(r.DirectP50), us(r.DirectP99), r.RatioP50, r.RatioP99))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| Services | interleaved rounds x connections (ClusterIP + direct) | new connection through the ClusterIP p50 / p99 | straight to the pod p50 / p99 | ratio p50 / p99 |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, strings.Join(rows, "\n"))
+	fmt.Fprintln(w)
+}
+
+func printSide(w io.Writer, ss []sideRun) {
+	if len(ss) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| Services x10 eps | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	var notes []string
+	for _, s := range ss {
+		if s.Skipped != "" {
+			notes = append(notes, fmt.Sprintf("%s at %d not run: %s", s.Proxy, s.Services, s.Skipped))
+			continue
+		}
+		fmt.Fprintf(w, "| %d | %s | %s (%s) | %s / %s (%d) | %s | %s | %s / %s | %.0f |\n", s.Services, s.Proxy, sec(s.ColdSecs), sec(s.ColdCPU),
+			ms(s.ChangeP50), ms(s.ChangeMax), s.Changes, mib(s.RSSMiB), mib(s.HWMMiB), mib(s.EndRSSMiB), mib(s.EndHWMMiB), s.Load)
+	}
+	fmt.Fprintln(w)
+	for _, s := range bySize(ss, svcproxy) {
+		k, ok := find(ss, kubeProxyN, s.Services)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "- %d Services, svcproxy / kube-proxy: cold sync x%.2f (CPU x%.2f), one change p50 x%.2f, RSS after cold sync x%.2f, peak RSS x%.2f\n",
+			s.Services, s.ColdSecs/k.ColdSecs, s.ColdCPU/k.ColdCPU, s.ChangeP50/k.ChangeP50, s.RSSMiB/k.RSSMiB, s.HWMMiB/k.HWMMiB)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,103 @@
+package benchworld
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/netns"
+)
+
+// Prober opens TCP connections from the client namespace. Sockets are created in
+// the namespace in batches (entering a namespace costs more than a connection), so
+// a probe is one connect and one read: the connect's duration is the new-connection
+// latency, with nothing of the harness in it.
+type Prober struct {
+	ns      string
+	timeout time.Duration
+	mu      sync.Mutex
+	spare   []int
+}
+
+// NewProber probes from the world's client namespace; timeout bounds each connect
+// and read (a SYN that nothing answers).
+func (w *World) NewProber(timeout time.Duration) *Prober {
+	return &Prober{ns: w.Client, timeout: timeout}
+}
+
+func (p *Prober) socket() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.spare) == 0 {
+		err := netns.Do(netns.Path(p.ns), func() error {
+			for range 256 {
+				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					return fmt.Errorf("socket: %w", err)
+				}
+				p.spare = append(p.spare, fd)
+			}
+			return nil
+		})
+		if err != nil && len(p.spare) == 0 {
+			return -1, err
+		}
+	}
+	fd := p.spare[len(p.spare)-1]
+	p.spare = p.spare[:len(p.spare)-1]
+	return fd, nil
+}
+
+// Close closes the spare sockets.
+func (p *Prober) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, fd := range p.spare {
+		unix.Close(fd)
+	}
+	p.spare = nil
+}
+
+// Probe connects to addr:port and returns the address of the endpoint that
+// answered and how long the connect took. A connect that a signal interrupted
+// (connects with SO_SNDTIMEO are not restarted) returns an error wrapping
+// unix.EINTR: the attempt says nothing about the path, try again.
+func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
+	fd, err := p.socket()
+	if err != nil {
+		return netip.Addr{}, 0, err
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(p.timeout.Nanoseconds())
+	// A blocking connect gives up after SO_SNDTIMEO.
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("SO_SNDTIMEO: %w", err)
+	}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("SO_RCVTIMEO: %w", err)
+	}
+	sa := &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
+	start := time.Now()
+	err = unix.Connect(fd, sa)
+	connect = time.Since(start)
+	if err != nil {
+		return netip.Addr{}, connect, fmt.Errorf("connect %s:%d: %w", addr, port, err)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Read(fd, buf)
+	for err == unix.EINTR { // a signal; SO_RCVTIMEO reads are not restarted
+		n, err = unix.Read(fd, buf)
+	}
+	if err != nil {
+		return netip.Addr{}, connect, fmt.Errorf("read %s:%d: %w", addr, port, err)
+	}
+	answer, err = netip.ParseAddr(strings.TrimSpace(string(buf[:max(n, 0)])))
+	if err != nil {
+		return netip.Addr{}, connect, fmt.Errorf("answer from %s:%d: %w", addr, port, err)
+	}
+	return answer, connect, nil
+}

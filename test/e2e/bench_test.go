@@ -1,0 +1,281 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcproxy/svcproxy/internal/benchworld"
+	"github.com/svcproxy/svcproxy/internal/netns"
+)
+
+// benchRun is one proxy's side-by-side numbers at one size.
+type benchRun struct {
+	Proxy       string  `json:"proxy"`
+	Services    int     `json:"services"`
+	Endpoints   int     `json:"endpoints_per_service"`
+	ColdSecs    float64 `json:"cold_sync_s"`
+	ColdCPU     float64 `json:"cold_sync_cpu_s"` // the process's (and its children's) user+system CPU until then
+	Load        float64 `json:"loadavg"`         // the machine's, when the cold sync ended
+	ChangeP50   float64 `json:"change_p50_s"`
+	ChangeMax   float64 `json:"change_max_s"`
+	Changes     int     `json:"changes"`
+	RSSMiB      float64 `json:"rss_mib"`
+	HWMMiB      float64 `json:"hwm_mib"`
+	EndRSSMiB   float64 `json:"rss_end_mib"`
+	EndHWMMiB   float64 `json:"hwm_end_mib"`
+	Skipped     string  `json:"skipped,omitempty"`
+	FinishedUTC string  `json:"finished"`
+}
+
+// TestBenchSideBySide is make bench's side by side (E2E_BENCH=1, hack/bench.sh):
+// svcproxy and upstream kube-proxy in nftables mode, one after the other, each in
+// a fresh node namespace of its own, on the same Services and EndpointSlices
+// through the real apiserver. Traffic from a client namespace decides: cold sync is
+// from the process's start until every ClusterIP answers from its own endpoints;
+// one change is from the EndpointSlice write until the Service answers from the
+// new endpoints. RSS is VmRSS and VmHWM of the proxy's process.
+//
+// E2E_BENCH_SIZES (default "1000"): sizes, ascending; kube-proxy runs at sizes up
+// to E2E_BENCH_KUBEPROXY_MAX (default 10000), svcproxy at all.
+// E2E_BENCH_CHANGES (default 20): changes timed per proxy and size.
+// E2E_BENCH_OUT: a file the runs are appended to as JSON lines.
+func TestBenchSideBySide(t *testing.T) {
+	if os.Getenv("E2E_BENCH") == "" {
+		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
+	}
+	c := theCluster
+	sizes, err := intList(envOr("E2E_BENCH_SIZES", "1000"))
+	if err != nil {
+		t.Fatalf("E2E_BENCH_SIZES: %v", err)
+	}
+	kpMax, _ := strconv.Atoi(envOr("E2E_BENCH_KUBEPROXY_MAX", "10000"))
+	changes, _ := strconv.Atoi(envOr("E2E_BENCH_CHANGES", "20"))
+	kinds := []string{"svcproxy"}
+	kpNote := ""
+	if _, err := os.Stat(c.bin("kube-proxy")); err != nil {
+		kpNote = fmt.Sprintf("kube-proxy not built (%v): hack/build-k8s-bins.sh builds it", err)
+		fmt.Fprintln(os.Stderr, "bench: side by side without kube-proxy:", kpNote)
+	} else {
+		kinds = append(kinds, "kube-proxy-nftables")
+	}
+	ctx := ctxFor(t, 2*time.Hour)
+	if err := c.registerBenchNode(ctx); err != nil {
+		t.Fatalf("bench node: %v", err)
+	}
+	cl, err := c.benchClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := 0
+	for _, n := range sizes {
+		start := time.Now()
+		if err := createBenchObjects(ctx, cl, created, n); err != nil {
+			t.Fatalf("create objects: %v", err)
+		}
+		c.logf("bench: %d Services and EndpointSlices created in %v", n-created, time.Since(start).Round(time.Millisecond))
+		created = n
+		for _, kind := range kinds {
+			if kind != "svcproxy" && n > kpMax {
+				writeBenchRun(t, benchRun{Proxy: kind, Services: n, Skipped: fmt.Sprintf("above E2E_BENCH_KUBEPROXY_MAX=%d", kpMax)})
+				continue
+			}
+			r, err := c.benchOne(ctx, cl, kind, n, changes)
+			if err != nil {
+				t.Fatalf("%s at %d: %v", kind, n, err)
+			}
+			writeBenchRun(t, *r)
+		}
+		if kpNote != "" {
+			writeBenchRun(t, benchRun{Proxy: "kube-proxy-nftables", Services: n, Skipped: kpNote})
+		}
+	}
+}
+
+// benchOne runs proxy kind in a fresh world against the first n Services.
+func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind string, n, changes int) (*benchRun, error) {
+	w, err := benchworld.New(fmt.Sprintf("%sb%d-", c.prefix, n))
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if err := c.plugIntoBridge(w.Node); err != nil {
+		return nil, err
+	}
+	targets := make([]benchworld.Target, n)
+	for i := range targets {
+		targets[i] = benchworld.Target{IP: benchClusterIP(i), Port: 80, Serves: benchServes(i, 0)}
+	}
+	pr := w.NewProber(200 * time.Millisecond)
+	defer pr.Close()
+
+	nd := &node{name: benchNodeName, netns: w.Node, ip: benchNodeIP}
+	name := fmt.Sprintf("bench-%s-%d", kind, n)
+	start := time.Now()
+	p, err := c.start(name, w.Node, c.proxyCommandAs(kind, nd)...)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop(5 * time.Second)
+	coldCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	c.logf("bench: %s at %d Services: waiting for every ClusterIP to answer", kind, n)
+	last, err := benchworld.AllAnswer(coldCtx, pr, targets, 2)
+	if err != nil {
+		return nil, fmt.Errorf("cold sync (log %s): %w", filepath.Join(c.logDir, name+".log"), err)
+	}
+	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: last.Sub(start).Seconds(), Changes: changes}
+	r.RSSMiB, r.HWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
+	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
+	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB", kind, n, r.ColdSecs, r.ColdCPU, r.Load, r.RSSMiB, r.HWMMiB)
+
+	var took []time.Duration
+	for s := 1; s <= changes; s++ {
+		// Both proxies sync at most once a second (--min-sync-period, kube-proxy's
+		// default and svcproxy's): a change after a quiet second is synced at once.
+		time.Sleep(1200 * time.Millisecond)
+		i := (s * 7919) % n
+		d, err := benchChange(ctx, cl, pr, i, s)
+		if err != nil {
+			return nil, fmt.Errorf("change %d: %w", s, err)
+		}
+		took = append(took, d)
+	}
+	if p.exited() {
+		return nil, fmt.Errorf("%s exited: %v", kind, p.err)
+	}
+	r.EndRSSMiB, r.EndHWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
+	if len(took) > 0 {
+		r.ChangeP50, r.ChangeMax = percentile(took, 0.5).Seconds(), slices.Max(took).Seconds()
+	}
+	c.logf("bench: %s at %d Services: one change p50 %s ms, max %s ms (%d)", kind, n, ms(percentile(took, 0.5)), ms(slices.Max(append(took, 0))), len(took))
+	// Put the changed Services back for the next proxy's cold sync.
+	for s := 1; s <= changes; s++ {
+		if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, benchSlice((s*7919)%n, 0), metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+	}
+	r.FinishedUTC = time.Now().UTC().Format(time.RFC3339)
+	return r, nil
+}
+
+// benchChange replaces every endpoint of Service i with generation gen's in one
+// EndpointSlice write, and returns the time until the ClusterIP answers from one
+// of the new endpoints (all old ones are gone: the first new answer is the
+// change programmed, with no sampling delay).
+func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Prober, i, gen int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, benchSlice(i, gen), metav1.UpdateOptions{}); err != nil {
+		return 0, err
+	}
+	t := benchworld.Target{IP: benchClusterIP(i), Port: 80}
+	at, err := benchworld.Until(ctx, pr, t, 200*time.Microsecond, benchServes(i, gen))
+	if err != nil {
+		return 0, err
+	}
+	return at.Sub(start), nil
+}
+
+// plugIntoBridge gives namespace nsName an eth0 on the cluster's bridge with the
+// bench node's address: the proxies reach the apiserver through it.
+func (c *cluster) plugIntoBridge(nsName string) error {
+	for _, a := range [][]string{
+		{"-n", c.bridgeNetns, "link", "add", "vbench", "type", "veth", "peer", "name", "eth0", "netns", nsName},
+		{"-n", c.bridgeNetns, "link", "set", "vbench", "master", "br0"},
+		{"-n", c.bridgeNetns, "link", "set", "vbench", "up"},
+		{"-n", nsName, "addr", "add", benchNodeIP + bridgeBits, "dev", "eth0"},
+		{"-n", nsName, "link", "set", "eth0", "up"},
+	} {
+		if err := netns.IP(a...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func procMiB(pid int, field string) float64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// procCPUSeconds is the user and system CPU time process pid and its waited-for
+// children used so far.
+func procCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is the first, then
+	// utime, stime, cutime and cstime are the 12th to the 15th, in clock ticks
+	// (USER_HZ, 100 on Linux). The children's count: kube-proxy's work is partly
+	// its nft processes' (the kernel's transaction work included).
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks float64
+	for _, v := range f[11:15] {
+		t, _ := strconv.ParseFloat(v, 64)
+		ticks += t
+	}
+	return ticks / 100
+}
+
+func loadAvg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Fields(s) {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func writeBenchRun(t *testing.T, r benchRun) {
+	b, _ := json.Marshal(r)
+	t.Logf("BENCH %s", b)
+	out := os.Getenv("E2E_BENCH_OUT")
+	if out == "" {
+		return
+	}
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Errorf("bench out: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\n", b)
+}
