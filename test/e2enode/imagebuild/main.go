@@ -3,7 +3,7 @@
 // without a container engine. The node suite builds its pause, echo server
 // and kube-proxy images with it; svcproxy's image comes from hack/image.
 //
-//	imagebuild -o out.tar -tag name:tag -entrypoint /bin/x [-file SRC:DST]... [-link DST:TARGET]...
+//	imagebuild -o out.tar -tag name:tag -entrypoint /bin/x [-env K=V]... [-file SRC:DST]... [-link DST:TARGET]...
 //
 // -file copies SRC's content (symlinks followed) to DST with SRC's mode; -link
 // makes DST a symlink to TARGET. Parent directories are created.
@@ -38,21 +38,22 @@ func main() {
 	out := flag.String("o", "", "image archive to write")
 	tag := flag.String("tag", "", "the image's name in the archive")
 	entry := flag.String("entrypoint", "", "the image's entrypoint, space separated")
-	var files, links pairs
+	var files, links, envs pairs
 	flag.Var(&files, "file", "SRC:DST, a file of this machine put at DST (repeatable)")
 	flag.Var(&links, "link", "DST:TARGET, a symlink (repeatable)")
+	flag.Var(&envs, "env", "NAME=VALUE in the image's environment (repeatable)")
 	flag.Parse()
 	if *out == "" || *tag == "" {
 		fmt.Fprintln(os.Stderr, "imagebuild: -o and -tag are required")
 		os.Exit(2)
 	}
-	if err := build(*out, *tag, strings.Fields(*entry), files, links); err != nil {
+	if err := build(*out, *tag, strings.Fields(*entry), envs, files, links); err != nil {
 		fmt.Fprintln(os.Stderr, "imagebuild:", err)
 		os.Exit(1)
 	}
 }
 
-func build(out, tag string, entrypoint []string, files, links []string) error {
+func build(out, tag string, entrypoint, env, files, links []string) error {
 	layerTar, err := rootfs(files, links)
 	if err != nil {
 		return err
@@ -68,7 +69,7 @@ func build(out, tag string, entrypoint []string, files, links []string) error {
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Created:      v1.Time{Time: created},
-		Config:       v1.Config{Entrypoint: entrypoint},
+		Config:       v1.Config{Entrypoint: entrypoint, Env: env},
 		RootFS:       v1.RootFS{Type: "layers"},
 	})
 	if err != nil {
