@@ -260,6 +260,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		"--advertise-address="+cp.ip,
 		"--service-cluster-ip-range="+serviceCIDR,
 		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true", // kube-proxy's DaemonSet is privileged, as kubeadm's is
 		"--client-ca-file="+p("ca.crt"),
 		"--tls-cert-file="+p("apiserver.crt"),
 		"--tls-private-key-file="+p("apiserver.key"),
