@@ -116,6 +116,8 @@ for d in /sys/fs/cgroup/pids/spe2enode-*; do
 	owner="${d##*/spe2enode-}"; owner="${owner%%-*}"
 	kill -0 "$owner" 2>/dev/null || kill_cgroups "spe2enode-$owner-*"
 done
+# Work dirs (logs) of failed or killed runs are kept for an hour.
+find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'spe2enode-*' -type d -mmin +60 -exec rm -rf {} + 2>/dev/null || true
 testpid=""
 on_signal() {
 	[[ -n $testpid ]] && kill -TERM "$testpid" 2>/dev/null && wait "$testpid" || true

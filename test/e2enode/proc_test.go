@@ -18,7 +18,6 @@ import (
 type proc struct {
 	name string
 	ns   string
-	argv []string // as given to start, for restart
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -42,7 +41,7 @@ func (c *cluster) start(name, ns string, argv ...string) (*proc, error) {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, ns: ns, argv: argv, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, ns: ns, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -50,18 +49,6 @@ func (c *cluster) start(name, ns string, argv ...string) (*proc, error) {
 	}()
 	return p, nil
 }
-
-// restart starts p's command again, with the same arguments and log file,
-// once p has exited.
-func (c *cluster) restart(p *proc) (*proc, error) {
-	if !p.exited() {
-		return nil, fmt.Errorf("restart %s: still running", p.name)
-	}
-	return c.start(p.name, p.ns, p.argv...)
-}
-
-// pid is the process id (`ip netns exec` execs in place: the program's own).
-func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 func (p *proc) exited() bool {
 	select {
@@ -98,11 +85,4 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
