@@ -92,6 +92,16 @@ func TestDaemonSetApply(t *testing.T) {
 		if !p.Spec.HostNetwork || p.Status.PodIP == "" {
 			t.Errorf("%s: hostNetwork=%v podIP=%q", p.Name, p.Spec.HostNetwork, p.Status.PodIP)
 		}
+		// Ready is the probes' verdict only if there are probes.
+		ctr := p.Spec.Containers[0]
+		if ctr.ReadinessProbe == nil || ctr.LivenessProbe == nil {
+			t.Errorf("%s: readiness probe %v, liveness probe %v: Ready proves nothing", p.Name, ctr.ReadinessProbe, ctr.LivenessProbe)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("%s: container %s restarted %d times", p.Name, cs.Name, cs.RestartCount)
+			}
+		}
 	}
 	for _, n := range c.workers() {
 		pid, err := svcproxyPid(n.name)
