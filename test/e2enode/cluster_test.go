@@ -22,7 +22,9 @@ import (
 
 // The cluster: test/e2e's topology (one namespace per node on a bridge
 // namespace, "the docker network"), with a real kubelet and containerd on
-// each worker. The control plane node runs the control plane only.
+// every node, as kind's control plane and two workers. The control plane
+// node is tainted, so only the proxies' DaemonSet pods run there; the
+// client pods run on the workers.
 const (
 	gatewayIP   = "172.18.0.1"
 	bridgeBits  = "/16"
@@ -220,7 +222,7 @@ func (c *cluster) setupPKI(context.Context) error {
 	}
 	// Kubelets authenticate as their Node (the Node authorizer and the
 	// NodeRestriction admission plugin check exactly this name).
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		if _, err = p.kubeconfig("kubelet-"+n.short, fmt.Sprintf("https://%s:%d", cp.ip, apiPort), "system:node:"+n.name, "system:nodes"); err != nil {
 			return err
 		}
@@ -335,7 +337,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 // etcd), cgroups, namespaces.
 func (c *cluster) teardown() {
 	c.teardownOnce.Do(func() {
-		for _, n := range c.workers() {
+		for _, n := range c.nodes {
 			if n.kubelet != nil {
 				n.kubelet.stop(5 * time.Second)
 			}

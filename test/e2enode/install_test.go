@@ -66,7 +66,7 @@ func (c *cluster) applySvcproxy(ctx context.Context) error {
 // Ready (kubelet's verdict from the pod's own readiness probe) and returns
 // the pods.
 func (c *cluster) waitDaemonSetReady(ctx context.Context, name, selector string, timeout time.Duration) ([]corev1.Pod, error) {
-	pods, err := c.waitPodsReady(ctx, "kube-system", selector, len(c.workers()), timeout)
+	pods, err := c.waitPodsReady(ctx, "kube-system", selector, len(c.nodes), timeout)
 	if err != nil {
 		ds, _ := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, name, metav1.GetOptions{})
 		return nil, fmt.Errorf("DaemonSet %s: %w (status %+v)", name, err, dsStatus(ds))

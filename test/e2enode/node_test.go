@@ -95,7 +95,7 @@ func (n *node) cniConfig() string {
 }
 
 func (c *cluster) startRuntimes(ctx context.Context) error {
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		if err := createCgroup(n.cgroup); err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (c *cluster) startRuntimes(ctx context.Context) error {
 		}
 		n.containerd = p
 	}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		err := poll.UntilOrAbort(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, string, error) {
 			if n.containerd.exited() {
 				return false, "", fmt.Errorf("containerd exited:\n%s", tail(filepath.Join(c.logDir, "containerd-"+n.short+".log"), 20))
@@ -152,7 +152,7 @@ func (c *cluster) importImages(ctx context.Context) error {
 	if err != nil || len(archives) == 0 {
 		return fmt.Errorf("no image archives in %s: %v", c.cfg.images, err)
 	}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		for _, a := range archives {
 			if _, err := n.ctr(ctx, "images", "import", "--all-platforms", "--digests", "--snapshotter=overlayfs", a); err != nil {
 				return err
@@ -212,27 +212,32 @@ protectKernelDefaults: false
 }
 
 func (c *cluster) startKubelets(ctx context.Context) error {
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		cfg := filepath.Join(n.dir, "kubelet.yaml")
 		if err := os.WriteFile(cfg, []byte(c.kubeletConfig(n)), 0o644); err != nil {
 			return err
 		}
-		p, err := c.startInNode("kubelet-"+n.short, n, c.nodeBin("kubelet"),
-			"--config="+cfg,
-			"--kubeconfig="+c.pki.path("kubelet-"+n.short+".kubeconfig"),
-			"--root-dir="+filepath.Join(n.dir, "kubelet"),
-			"--cert-dir="+filepath.Join(n.dir, "kubelet-pki"),
-			"--hostname-override="+n.name,
-			"--node-ip="+n.ip,
-			"--node-labels=svcproxy.dev/e2enode=true",
+		args := []string{
+			"--config=" + cfg,
+			"--kubeconfig=" + c.pki.path("kubelet-"+n.short+".kubeconfig"),
+			"--root-dir=" + filepath.Join(n.dir, "kubelet"),
+			"--cert-dir=" + filepath.Join(n.dir, "kubelet-pki"),
+			"--hostname-override=" + n.name,
+			"--node-ip=" + n.ip,
 			"-v=2",
-		)
+		}
+		if !n.worker {
+			// As kind's (kubeadm's) control plane node: only pods that
+			// tolerate it, such as the proxies' DaemonSets, run there.
+			args = append(args, "--register-with-taints=node-role.kubernetes.io/control-plane:NoSchedule")
+		}
+		p, err := c.startInNode("kubelet-"+n.short, n, append([]string{c.nodeBin("kubelet")}, args...)...)
 		if err != nil {
 			return err
 		}
 		n.kubelet = p
 	}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		err := poll.UntilOrAbort(ctx, c.cfg.nodeReadyT, 500*time.Millisecond, func() (bool, string, error) {
 			if n.kubelet.exited() {
 				return false, "", fmt.Errorf("kubelet exited:\n%s", tail(filepath.Join(c.logDir, "kubelet-"+n.short+".log"), 30))
@@ -256,6 +261,13 @@ func (c *cluster) startKubelets(ctx context.Context) error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("node %s Ready: %w", n.name, err),
 				errors.New(tail(filepath.Join(c.logDir, "kubelet-"+n.short+".log"), 30)))
+		}
+		if !n.worker {
+			// The NodeRestriction admission plugin lets no kubelet set a
+			// node-role label on itself: kubeadm labels the node, as here.
+			if _, err := c.kubectl(ctx, "label", "node", n.name, "node-role.kubernetes.io/control-plane="); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

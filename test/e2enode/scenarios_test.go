@@ -103,7 +103,7 @@ func TestDaemonSetApply(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		pid, err := svcproxyPid(n.name)
 		if err != nil {
 			t.Fatal(err)

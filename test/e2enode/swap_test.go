@@ -74,7 +74,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeletChains := map[string][]string{}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		dump, err := iptablesSave(n)
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	if _, err := c.waitDaemonSetReady(ctx, "kube-proxy", "k8s-app=kube-proxy", 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		poll.Eventually(t, 60*time.Second, "kube-proxy's rules for my-nginx on "+n.name, func() (bool, string) {
 			dump, err := iptablesSave(n)
 			return err == nil && strings.Contains(dump, "default/my-nginx"), fmt.Sprint(err)
@@ -147,7 +147,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := time.Since(start)
-	for _, n := range c.workers() {
+	for _, n := range c.nodes {
 		poll.Eventually(t, 60*time.Second, "kube-proxy's leftovers removed on "+n.name, func() (bool, string) {
 			dump, err := iptablesSave(n)
 			if err != nil {
