@@ -332,9 +332,9 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 	return nil
 }
 
-// teardown in the order the probe found works: pods' processes, kubelet,
-// containerd (and its shims), then the control plane (API server before
-// etcd), cgroups, namespaces.
+// teardown in the order the probe found works: kubelet, pods' processes,
+// containerd (and its shims), cgroups, then the control plane (API server
+// before etcd), the mounts under the work directory, namespaces.
 func (c *cluster) teardown() {
 	c.teardownOnce.Do(func() {
 		for _, n := range c.nodes {
@@ -355,6 +355,9 @@ func (c *cluster) teardown() {
 		}
 		for i := len(c.control) - 1; i >= 0; i-- {
 			c.control[i].stop(5 * time.Second)
+		}
+		if err := unmountUnder(c.dir); err != nil {
+			c.logf("teardown: %v", err)
 		}
 		for _, name := range netns.List(c.cfg.prefix) {
 			if err := netns.Delete(name); err != nil {

@@ -66,7 +66,9 @@ func TestMain(m *testing.M) {
 	}
 	c.teardown()
 	if code == 0 && !cfg.keep {
-		_ = os.RemoveAll(c.dir)
+		if err := os.RemoveAll(c.dir); err != nil {
+			fmt.Fprintf(os.Stderr, "e2enode: %v\n", err)
+		}
 	} else {
 		fmt.Fprintf(os.Stderr, "e2enode: logs kept in %s\n", c.logDir)
 	}
