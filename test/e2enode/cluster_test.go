@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcproxy/svcproxy/internal/kubepki"
 	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/internal/poll"
 )
@@ -74,7 +75,7 @@ type cluster struct {
 	logDir      string
 	bridgeNetns string
 	nodes       []*node
-	pki         *pki
+	pki         *kubepki.PKI
 	adminKC     string
 	control     []*proc
 	client      kubernetes.Interface
@@ -198,32 +199,32 @@ func (c *cluster) setupNetwork(context.Context) error {
 }
 
 func (c *cluster) setupPKI(context.Context) error {
-	p, err := newPKI(filepath.Join(c.dir, "pki"))
+	p, err := kubepki.New(filepath.Join(c.dir, "pki"), "svcproxy-e2enode-ca")
 	if err != nil {
 		return err
 	}
 	c.pki = p
 	cp := c.cp()
-	if err := p.issue("apiserver", "kube-apiserver", nil,
+	if err := p.Issue("apiserver", "kube-apiserver", nil,
 		[]string{"127.0.0.1", cp.ip, kubeIP},
 		[]string{"localhost", cp.name, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	); err != nil {
 		return err
 	}
 	local := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if c.adminKC, err = p.kubeconfig("admin", local, "e2enode-admin", "system:masters"); err != nil {
+	if c.adminKC, err = p.Kubeconfig("admin", local, "e2enode-admin", "system:masters"); err != nil {
 		return err
 	}
-	if _, err = p.kubeconfig("kcm", local, "system:kube-controller-manager"); err != nil {
+	if _, err = p.Kubeconfig("kcm", local, "system:kube-controller-manager"); err != nil {
 		return err
 	}
-	if _, err = p.kubeconfig("scheduler", local, "system:kube-scheduler"); err != nil {
+	if _, err = p.Kubeconfig("scheduler", local, "system:kube-scheduler"); err != nil {
 		return err
 	}
 	// Kubelets authenticate as their Node (the Node authorizer and the
 	// NodeRestriction admission plugin check exactly this name).
 	for _, n := range c.nodes {
-		if _, err = p.kubeconfig("kubelet-"+n.short, fmt.Sprintf("https://%s:%d", cp.ip, apiPort), "system:node:"+n.name, "system:nodes"); err != nil {
+		if _, err = p.Kubeconfig("kubelet-"+n.short, fmt.Sprintf("https://%s:%d", cp.ip, apiPort), "system:node:"+n.name, "system:nodes"); err != nil {
 			return err
 		}
 	}
@@ -239,7 +240,7 @@ func (c *cluster) setupPKI(context.Context) error {
 
 func (c *cluster) startControlPlane(ctx context.Context) error {
 	cp := c.cp()
-	p := c.pki.path
+	p := c.pki.Path
 	etcd, err := c.start("etcd", cp.netns, c.k8sBin("etcd"),
 		"--name=e2enode",
 		"--data-dir="+filepath.Join(c.dir, "etcd"),

@@ -208,7 +208,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 protectKernelDefaults: false
-`, n.cgroup, n.sock(), n.ip, c.pki.path("ca.crt"), n.podCIDR)
+`, n.cgroup, n.sock(), n.ip, c.pki.Path("ca.crt"), n.podCIDR)
 }
 
 func (c *cluster) startKubelets(ctx context.Context) error {
@@ -219,7 +219,7 @@ func (c *cluster) startKubelets(ctx context.Context) error {
 		}
 		args := []string{
 			"--config=" + cfg,
-			"--kubeconfig=" + c.pki.path("kubelet-"+n.short+".kubeconfig"),
+			"--kubeconfig=" + c.pki.Path("kubelet-"+n.short+".kubeconfig"),
 			"--root-dir=" + filepath.Join(n.dir, "kubelet"),
 			"--cert-dir=" + filepath.Join(n.dir, "kubelet-pki"),
 			"--hostname-override=" + n.name,
