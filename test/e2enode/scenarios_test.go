@@ -5,6 +5,8 @@ package e2enode
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,7 @@ func (c *cluster) clients(t *testing.T) []string {
 func TestDaemonSetApply(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
+	c.saveProxyLogsOnFailure(t)
 	clients := c.clients(t)
 	if err := c.ensureSeed(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -206,6 +209,35 @@ func TestSeedWalkthrough(t *testing.T) {
 	if svc.Spec.ClusterIP+":80" != nginxVIP {
 		t.Errorf("ClusterIP changed: %s", svc.Spec.ClusterIP)
 	}
+}
+
+// saveProxyLogsOnFailure writes, when t fails, the logs of the proxies'
+// pods (svcproxy's and kube-proxy's, `kubectl logs`) into the run's log
+// directory: kubelet keeps them in /var/log/pods, which is the suite's tmpfs
+// and goes with it.
+func (c *cluster) saveProxyLogsOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		list, err := c.client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		for _, p := range list.Items {
+			out, err := c.kubectl(ctx, "-n", "kube-system", "logs", p.Name)
+			if err != nil {
+				t.Log(err)
+				continue
+			}
+			path := filepath.Join(c.logDir, "pod-"+p.Name+".log")
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Log(err)
+			}
+		}
+	})
 }
 
 // ensureSvcproxy applies svcproxy's install unless its DaemonSet is Ready.

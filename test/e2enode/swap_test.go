@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/internal/poll"
@@ -62,6 +61,7 @@ func kubeChains(dump string) []string {
 func TestSwapFromKubeProxy(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
+	c.saveProxyLogsOnFailure(t)
 	clients := c.clients(t)
 	if err := c.ensureSeed(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -83,15 +83,23 @@ func TestSwapFromKubeProxy(t *testing.T) {
 		t.Logf("%s: kubelet's chains %v", n.name, kubeletChains[n.name])
 	}
 
-	// The way back: kube-proxy takes over from svcproxy, if svcproxy runs.
+	// The way back: kube-proxy takes over from svcproxy, which serves
+	// first (run alone, this scenario installs it).
+	if err := c.ensureSvcproxy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range clients {
+		poll.Eventually(t, 30*time.Second, "my-nginx through svcproxy from "+client, func() (bool, string) {
+			got, err := getFrom(client, nginxVIP, 2*time.Second)
+			return err == nil, fmt.Sprint(got, err)
+		})
+	}
 	back := startLoad(clients, nginxVIP, 50*time.Millisecond)
-	if _, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, "svcproxy", metav1.GetOptions{}); err == nil {
-		if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "svcproxy"); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.waitGone(ctx, "kube-system", "k8s-app=svcproxy", 2*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "svcproxy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitGone(ctx, "kube-system", "k8s-app=svcproxy", 2*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.applyKubeProxy(ctx); err != nil {
 		t.Fatal(err)
