@@ -1,5 +1,5 @@
 # Thin targets; the scripts in hack/ do the work.
-.PHONY: demo test bench build image render e2e e2e-matrix clean
+.PHONY: demo test bench build image render e2e e2e-matrix e2e-node clean
 
 demo:
 	hack/demo.sh
@@ -27,6 +27,10 @@ e2e:
 
 e2e-matrix:
 	hack/e2e-matrix.sh
+
+# Real kubelets, containerd and CNI; svcproxy as its DaemonSet (docs/e2e-node.md).
+e2e-node:
+	hack/e2e-node.sh
 
 clean:
 	rm -rf bin
