@@ -60,6 +60,7 @@ func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
 	case !ok:
 		entry = &elementEntry{holder: holder{owner: owner, Element: e}, id: id}
 		r.elements[id] = entry
+		r.countElement(e.Set, 1)
 		r.markElem(owner, id)
 	case entry.owner == owner:
 		if !elementsEqual(entry.Element, e) {
@@ -94,6 +95,7 @@ func (r *Ruleset) dropHolder(owner, id string) {
 	}
 	if len(more) == 0 {
 		delete(r.elements, id)
+		r.countElement(entry.Set, -1)
 		r.markElem(owner, id)
 		return
 	}

@@ -16,6 +16,8 @@ type Ruleset struct {
 	Chains map[string]*Chain
 
 	elements  map[string]*elementEntry // by Element.ID
+	setCounts map[string]int           // elements per set
+	onDemand  map[string]bool          // sets that exist only while needed (ondemand.go)
 	chainRefs map[string]int           // of shared chains
 	owners    map[string]owned
 
@@ -81,6 +83,8 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		Sets:      map[string]*Set{},
 		Chains:    map[string]*Chain{},
 		elements:  map[string]*elementEntry{},
+		setCounts: map[string]int{},
+		onDemand:  map[string]bool{},
 		chainRefs: map[string]int{},
 		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
