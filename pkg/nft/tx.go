@@ -102,7 +102,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		entry, wanted := desired.elements[id]
 		var want Element
 		if wanted {
-			want = entry.Element
+			want = desired.elementOf(entry)
 		}
 		curHash, exists := v.Elements[id]
 		same := exists && wanted && curHash == valueHash(want)
