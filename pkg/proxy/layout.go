@@ -74,14 +74,20 @@ func shardOf(a netip.Addr) int { return int(a.As4()[3]) % shards }
 
 // hairpinSet, endpointsMap and affinityMap name the shard an address belongs to.
 // The affinity sweeper dumps only the shards of ClusterIPs that lost an endpoint.
-func hairpinSet(endpoint netip.Addr) string {
-	return fmt.Sprintf("%s-%02d", setHairpin, shardOf(endpoint))
-}
-func endpointsMap(clusterIP netip.Addr) string {
-	return fmt.Sprintf("%s-%02d", mapEndpoints, shardOf(clusterIP))
-}
-func affinityMap(clusterIP netip.Addr) string { return affinityShard(shardOf(clusterIP)) }
-func affinityShard(k int) string              { return fmt.Sprintf("%s-%02d", mapAffinity, k) }
+// The names are made once: render names a shard for every element it makes.
+func hairpinSet(endpoint netip.Addr) string    { return shardNames.hairpin[shardOf(endpoint)] }
+func endpointsMap(clusterIP netip.Addr) string { return shardNames.endpoints[shardOf(clusterIP)] }
+func affinityMap(clusterIP netip.Addr) string  { return affinityShard(shardOf(clusterIP)) }
+func affinityShard(k int) string               { return shardNames.affinity[k] }
+
+var shardNames = func() (n struct{ hairpin, endpoints, affinity [shards]string }) {
+	for k := 0; k < shards; k++ {
+		n.hairpin[k] = fmt.Sprintf("%s-%02d", setHairpin, k)
+		n.endpoints[k] = fmt.Sprintf("%s-%02d", mapEndpoints, k)
+		n.affinity[k] = fmt.Sprintf("%s-%02d", mapAffinity, k)
+	}
+	return n
+}()
 
 // Sets returns the table's sets and maps: the fixed ones and every shard.
 func Sets() []*nft.Set { return append(fixedSets(), shardSets()...) }
