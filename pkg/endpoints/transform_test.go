@@ -33,7 +33,7 @@ func bulkyMeta(ns, name string, labels, annotations map[string]string) metav1.Ob
 	return metav1.ObjectMeta{
 		Namespace: ns, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "42", Generation: 3,
 		CreationTimestamp: trimCreated, Labels: l, Annotations: a,
-		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: name, UID: "owner"}},
 		Finalizers:      []string{"example.com/keep"},
 	}
