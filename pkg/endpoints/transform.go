@@ -1,6 +1,8 @@
 package endpoints
 
 import (
+	"sync"
+
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,8 +104,10 @@ func TrimEndpointSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice 
 	if s.Endpoints != nil {
 		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
 		for i, ep := range s.Endpoints {
-			out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions,
-				NodeName: ep.NodeName, Zone: ep.Zone, Hints: ep.Hints}
+			c := ep.Conditions
+			out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses,
+				Conditions: discoveryv1.EndpointConditions{Ready: sharedBool(c.Ready), Serving: sharedBool(c.Serving), Terminating: sharedBool(c.Terminating)},
+				NodeName:   nodeNames.of(ep.NodeName), Zone: nodeNames.of(ep.Zone), Hints: ep.Hints}
 		}
 	}
 	return out
@@ -136,4 +140,38 @@ func keep(m map[string]string, keys []string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Endpoints repeat a few values hundreds of thousands of times: the conditions, and
+// the names of the nodes and zones they run in. Cached objects are read-only, so
+// they share one copy of each (a 30k x 10 cluster: ~10 MiB).
+var condTrue, condFalse = true, false
+
+func sharedBool(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return &condTrue
+	default:
+		return &condFalse
+	}
+}
+
+// nodeNames holds one copy of each node and zone name seen: a cluster has few,
+// and a node that goes leaves one string behind.
+var nodeNames = &interned{}
+
+type interned struct{ m sync.Map }
+
+func (in *interned) of(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	if v, ok := in.m.Load(*p); ok {
+		return v.(*string)
+	}
+	s := *p
+	v, _ := in.m.LoadOrStore(s, &s)
+	return v.(*string)
 }

@@ -223,3 +223,15 @@ func TestInformersCacheTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimEndpointSliceSharesRepeatedValues: endpoints of one node (and their
+// conditions) share one copy of the values they repeat.
+func TestTrimEndpointSliceSharesRepeatedValues(t *testing.T) {
+	a, b := readyEP("10.0.0.1"), readyEP("10.0.0.2")
+	a.NodeName, b.NodeName = ptr("node-1"), ptr("node-1")
+	got := TrimEndpointSlice(sliceA1(a, b))
+	x, y := got.Endpoints[0], got.Endpoints[1]
+	if x.NodeName != y.NodeName || x.Conditions.Ready != y.Conditions.Ready || *x.NodeName != "node-1" || !*x.Conditions.Ready {
+		t.Fatalf("repeated values not shared: %+v, %+v", x, y)
+	}
+}
