@@ -72,16 +72,21 @@ func (i Informers) Start(stop <-chan struct{}) {
 }
 
 // retryingInformer is what client-go's generated informer constructors
-// build (namespace index included), on a RetryingListerWatcher.
+// build (namespace index included), on a RetryingListerWatcher, keeping
+// trimmed copies of the objects (TrimObject).
 func retryingInformer(client any, obj runtime.Object, what string, resync time.Duration, o RetryOptions,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.SharedIndexInformer {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
-	return cache.NewSharedIndexInformerWithOptions(RetryingListerWatcher(lw, what, o), obj, cache.SharedIndexInformerOptions{
+	inf := cache.NewSharedIndexInformerWithOptions(RetryingListerWatcher(lw, what, o), obj, cache.SharedIndexInformerOptions{
 		ResyncPeriod: resync,
 		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
+	// The cache holds every object for as long as svcproxy runs: only what it reads.
+	// SetTransform fails only on a started informer, and this one is not.
+	_ = inf.SetTransform(TrimObject)
+	return inf
 }
 
 // RegisterSynced wires the Service and EndpointSlice informers to t and

@@ -46,7 +46,7 @@ func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]st
 	for i, e := range uniq {
 		entry := r.putHolder(owner, e)
 		ids[i] = entry.id
-		conflicts = append(conflicts, entry.conflicts(owner, r.contested[entry.id])...)
+		conflicts = append(conflicts, r.entryConflicts(entry, owner, r.contested[entry.id])...)
 	}
 	return ids, conflicts
 }
@@ -58,17 +58,19 @@ func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
 	entry, ok := r.elements[id]
 	switch {
 	case !ok:
-		entry = &elementEntry{holder: holder{owner: owner, Element: e}, id: id}
+		entry = &elementEntry{owner: owner, id: id, value: r.valueOf(e)}
 		r.elements[id] = entry
+		r.countElement(e.Set, 1)
 		r.markElem(owner, id)
 	case entry.owner == owner:
-		if !elementsEqual(entry.Element, e) {
+		v := r.valueOf(e)
+		if !entry.value.equal(v) {
 			r.markElem(owner, entry.id)
 		}
-		entry.Element = e
+		entry.value = v
 	case owner < entry.owner:
-		prev := entry.holder
-		entry.holder = holder{owner: owner, Element: e}
+		prev := holder{owner: entry.owner, Element: r.elementOf(entry)}
+		entry.owner, entry.value = owner, r.valueOf(e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
 			r.markElem(owner, entry.id)
@@ -94,13 +96,14 @@ func (r *Ruleset) dropHolder(owner, id string) {
 	}
 	if len(more) == 0 {
 		delete(r.elements, id)
+		r.countElement(setOfID(id), -1)
 		r.markElem(owner, id)
 		return
 	}
-	prev := entry.Element
-	entry.holder = more[0]
+	prev := entry.value
+	entry.owner, entry.value = more[0].owner, r.valueOf(more[0].Element)
 	r.setContested(id, more[1:])
-	if !elementsEqual(prev, entry.Element) {
+	if !prev.equal(entry.value) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
 		r.markElem(entry.owner, id)
@@ -128,11 +131,15 @@ func insertHolder(hs []holder, h holder) []holder {
 
 // conflicts lists the owners whose version differs from the one in effect, as seen
 // by owner: all of them when owner is in effect, else owner itself.
-func (entry *elementEntry) conflicts(owner string, more []holder) []ElementConflict {
+func (r *Ruleset) entryConflicts(entry *elementEntry, owner string, more []holder) []ElementConflict {
+	if len(more) == 0 {
+		return nil
+	}
+	kept := r.elementOf(entry)
 	var out []ElementConflict
 	for _, h := range more {
-		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, entry.Element) {
-			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: entry.Element, Dropped: h.Element})
+		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, kept) {
+			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: kept, Dropped: h.Element})
 		}
 	}
 	return out
@@ -144,7 +151,7 @@ func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {
 		entry := r.elements[id]
-		out = append(out, entry.conflicts(entry.owner, r.contested[id])...)
+		out = append(out, r.entryConflicts(entry, entry.owner, r.contested[id])...)
 	}
 	return out
 }

@@ -16,6 +16,8 @@ type Ruleset struct {
 	Chains map[string]*Chain
 
 	elements  map[string]*elementEntry // by Element.ID
+	setCounts map[string]int           // elements per set
+	onDemand  map[string]bool          // sets that exist only while needed (ondemand.go)
 	chainRefs map[string]int           // of shared chains
 	owners    map[string]owned
 
@@ -39,9 +41,14 @@ type Ruleset struct {
 // owner's list) and the owners that add it. The lowest owner's value is the one in
 // effect, so two owners rendering one key with different values give the same table
 // whatever the order of their SetFragment calls, and never a mix of both.
+//
+// The entry holds the element compactly (elementvalue.go): a table of 30k Services x
+// 10 endpoints has 660k elements, and the Datums of a key and a value, each in a
+// slice of its own, cost more than the rest of the entry.
 type elementEntry struct {
-	holder // the lowest owner and its value, which is in effect
-	id     string
+	owner string // the lowest owner, whose value is in effect
+	id    string
+	value elementValue
 }
 
 // holder is one owner's version of an element.
@@ -81,6 +88,8 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		Sets:      map[string]*Set{},
 		Chains:    map[string]*Chain{},
 		elements:  map[string]*elementEntry{},
+		setCounts: map[string]int{},
+		onDemand:  map[string]bool{},
 		chainRefs: map[string]int{},
 		owners:    map[string]owned{},
 		dirty:     map[string]*dirtyKeys{},
@@ -144,7 +153,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 func (r *Ruleset) Elements() []Element {
 	out := make([]Element, 0, len(r.elements))
 	for _, e := range r.elements {
-		out = append(out, e.Element)
+		out = append(out, r.elementOf(e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
@@ -156,7 +165,7 @@ func (r *Ruleset) Element(id string) (Element, bool) {
 	if !ok {
 		return Element{}, false
 	}
-	return e.Element, true
+	return r.elementOf(e), true
 }
 
 func (r *Ruleset) keys(owner string) *dirtyKeys {

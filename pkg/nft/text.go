@@ -17,8 +17,9 @@ func (r *Ruleset) Text() string {
 		byset[e.Set] = append(byset[e.Set], e)
 	}
 	var blocks []string
-	for _, name := range sortedKeys(r.Sets) {
-		blocks = append(blocks, setText(r.Sets[name], byset[name]))
+	present := r.PresentSets()
+	for _, name := range sortedKeys(present) {
+		blocks = append(blocks, setText(present[name], byset[name]))
 	}
 	for _, name := range sortedKeys(r.Chains) {
 		blocks = append(blocks, chainText(r.Chains[name]))

@@ -58,13 +58,17 @@ func PlanOwners(desired *Ruleset, v *View, owners ...string) *Tx { return plan(d
 
 func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	tx := &Tx{Family: desired.Family, Table: desired.Table}
-	for _, name := range sortedKeys(desired.Sets) {
-		s := desired.Sets[name]
+	present := desired.PresentSets()
+	for _, name := range sortedKeys(present) {
+		s := present[name]
 		if cur, ok := v.Sets[name]; !ok || !setsEqual(cur, s) {
 			tx.AddSets = append(tx.AddSets, s)
 		}
 	}
 	tx.planned = desired.takeDirty(owners)
+	// A set no longer needed may still be referred to by a kernel chain that an owner
+	// not planned here deletes or rewrites: such sets go with the last owners' changes.
+	last := len(desired.dirty) == 0
 	tx.changed = map[string]bool{}
 	chainOwner, elemOwner := map[string]string{}, map[string]string{}
 	for owner, d := range tx.planned {
@@ -98,7 +102,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		entry, wanted := desired.elements[id]
 		var want Element
 		if wanted {
-			want = entry.Element
+			want = desired.elementOf(entry)
 		}
 		curHash, exists := v.Elements[id]
 		same := exists && wanted && curHash == valueHash(want)
@@ -119,7 +123,8 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		tx.changed[elemOwner[id]] = true
 	}
 	for _, name := range sortedKeys(v.Sets) {
-		if _, ok := desired.Sets[name]; !ok {
+		_, declared := desired.Sets[name]
+		if _, ok := present[name]; !ok && (!declared || last) {
 			tx.DelSets = append(tx.DelSets, name)
 		}
 	}

@@ -80,6 +80,13 @@ func (v *View) Commit(tx *Tx) {
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)
+		// Deleting a set deletes its elements, also those of owners whose own changes
+		// are still to come; rare (a shard emptied), so a walk is affordable.
+		for id := range v.Elements {
+			if strings.HasPrefix(id, s+"\x00") {
+				delete(v.Elements, id)
+			}
+		}
 	}
 }
 

@@ -179,6 +179,9 @@ func (p *Proxy) sweepAffinity(ctx context.Context) {
 // sweepShard deletes the stale entries of one affinity map and reports whether it
 // completed.
 func (p *Proxy) sweepShard(ctx context.Context, k affinityKernel, name string) bool {
+	if _, ok := p.desired.PresentSets()[name]; !ok {
+		return true // the shard went with its last sticky port, entries included
+	}
 	set := p.desired.Sets[name]
 	for attempt := 1; ; attempt++ {
 		entries, err := k.DynamicElements(ctx, nft.FamilyIPv4, TableName, set)

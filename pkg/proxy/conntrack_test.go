@@ -71,7 +71,7 @@ func TestConntrackOfARemovedEndpointIsClearedWhenTheFirstAttemptFails(t *testing
 	}
 	ct.entries[dnsService] = []netip.AddrPort{pod1DNS} // a client's flow went to pod1
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod3")))
-	k.FailNext = 1
+	k.FailNext = 3 // the batch, then each of its owners alone: the Service and the hairpin chain (the new endpoint is in another shard)
 	if err := p.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded although the kernel refused")
 	}

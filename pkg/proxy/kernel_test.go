@@ -29,7 +29,9 @@ type kenv struct {
 	kernel *nft.Netlink
 }
 
-var podIPs = map[string]string{"pod1": "10.244.1.2", "pod2": "10.244.1.3", "pod3": "10.244.1.4"}
+// pod4 has no namespace in kernel tests: it is pod3's shard-mate (the last byte
+// modulo 16), for tests of shards that exist only while used.
+var podIPs = map[string]string{"pod1": "10.244.1.2", "pod2": "10.244.1.3", "pod3": "10.244.1.4", "pod4": "10.244.1.20"}
 
 func newKenv(t *testing.T) *kenv {
 	t.Helper()

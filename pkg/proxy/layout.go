@@ -43,6 +43,7 @@ const (
 	chainPrerouting  = "nat-prerouting"
 	chainOutput      = "nat-output"
 	chainPostrouting = "nat-postrouting"
+	chainHairpin     = "masquerade-hairpin" // one rule per hairpin set present
 	chainServices    = "services"
 
 	// The affinity map is written after NAT, from filter chains one priority after
@@ -115,18 +116,27 @@ const localSlots = 1 << 16
 
 // hairpinSet, endpointsMap and affinityMap name the shard an address belongs to.
 // The affinity sweeper dumps only the shards of ClusterIPs that lost an endpoint.
-func hairpinSet(endpoint netip.Addr) string {
-	return fmt.Sprintf("%s-%02d", setHairpin, shardOf(endpoint))
-}
-func endpointsMap(clusterIP netip.Addr) string {
-	return fmt.Sprintf("%s-%02d", mapEndpoints, shardOf(clusterIP))
-}
-func affinityMap(clusterIP netip.Addr) string { return affinityShard(shardOf(clusterIP)) }
-func affinityShard(k int) string              { return fmt.Sprintf("%s-%02d", mapAffinity, k) }
+// The names are made once: render names a shard for every element it makes.
+func hairpinSet(endpoint netip.Addr) string    { return shardNames.hairpin[shardOf(endpoint)] }
+func endpointsMap(clusterIP netip.Addr) string { return shardNames.endpoints[shardOf(clusterIP)] }
+func affinityMap(clusterIP netip.Addr) string  { return affinityShard(shardOf(clusterIP)) }
+func affinityShard(k int) string               { return shardNames.affinity[k] }
 
-// Sets returns the table's sets and maps.
-func Sets() []*nft.Set {
-	sets := []*nft.Set{
+var shardNames = func() (n struct{ hairpin, endpoints, affinity [shards]string }) {
+	for k := 0; k < shards; k++ {
+		n.hairpin[k] = fmt.Sprintf("%s-%02d", setHairpin, k)
+		n.endpoints[k] = fmt.Sprintf("%s-%02d", mapEndpoints, k)
+		n.affinity[k] = fmt.Sprintf("%s-%02d", mapAffinity, k)
+	}
+	return n
+}()
+
+// Sets returns the table's sets and maps: the fixed ones and every shard.
+func Sets() []*nft.Set { return append(fixedSets(), shardSets()...) }
+
+// fixedSets are in the table whatever it serves.
+func fixedSets() []*nft.Set {
+	return []*nft.Set{
 		{Name: setClusterIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 		{Name: mapServiceIPs, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: mapStickyPorts, Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
@@ -135,6 +145,13 @@ func Sets() []*nft.Set {
 		{Name: mapServiceNodePorts, Key: []nft.DataType{nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: setNodePortIPs, Key: []nft.DataType{nft.TypeIPv4Addr}},
 	}
+}
+
+// shardSets are the shards of what grows with endpoints and clients. Each is in the
+// table only while it holds elements or a chain refers to it (nft.DeclareOnDemand):
+// a cluster of a few Services shows the shards it uses, not sixteen of each.
+func shardSets() []*nft.Set {
+	var sets []*nft.Set
 	for k := 0; k < nodePortShards; k++ {
 		sets = append(sets, &nft.Set{Name: fmt.Sprintf("%s-%d", mapNodePortEPs, k),
 			Key:  []nft.DataType{nft.TypeInetProto, nft.TypeInetService, nft.TypeInteger},
@@ -171,14 +188,37 @@ var affinityKeyTypes = []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.Ty
 
 // NewRuleset returns the desired table with its fixed skeleton and no Services.
 func NewRuleset(o Options) *nft.Ruleset {
-	r := nft.NewRuleset(nft.FamilyIPv4, TableName, Sets()...)
+	r := nft.NewRuleset(nft.FamilyIPv4, TableName, fixedSets()...)
+	r.DeclareOnDemand(shardSets()...)
 	r.OnConflict = logElementConflict
 	r.SetFragment(skeletonOwner, Skeleton(o))
+	refreshHairpin(r)
 	return r
 }
 
 // skeletonOwner owns the Skeleton fragment.
 const skeletonOwner = "skeleton"
+
+// hairpinOwner owns the chain masquerading hairpin traffic.
+const hairpinOwner = "hairpin"
+
+// refreshHairpin gives the hairpin chain one rule per hairpin set that holds
+// elements, so that a shard's set and the rule naming it come and go together. Call
+// it after rendering Services; it changes the chain only when a shard appeared or
+// emptied.
+func refreshHairpin(r *nft.Ruleset) {
+	var rules []nft.Rule
+	for k := 0; k < shards; k++ {
+		set := fmt.Sprintf("%s-%02d", setHairpin, k)
+		if r.Count(set) == 0 {
+			continue
+		}
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.CtStatusDNAT{},
+			nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: set},
+			nft.Masquerade{FullyRandom: true}}})
+	}
+	r.SetFragment(hairpinOwner, nft.Fragment{Chains: []*nft.Chain{{Name: chainHairpin, Rules: rules}}})
+}
 
 // Skeleton is the part of the table that does not depend on Services: base chains
 // hooking NAT, the dispatch chain, masquerading, NodePorts on all local addresses.
@@ -210,11 +250,8 @@ func SkeletonFor(o Options, na NodeAddresses) nft.Fragment {
 	)
 	postrouting := []nft.Rule{
 		{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
-	}
-	for k := 0; k < shards; k++ {
-		postrouting = append(postrouting, nft.Rule{Stmts: []nft.Stmt{nft.CtStatusDNAT{},
-			nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: fmt.Sprintf("%s-%02d", setHairpin, k)},
-			nft.Masquerade{FullyRandom: true}}})
+		// The hairpin shards in use (refreshHairpin).
+		{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Jump, Chain: chainHairpin}}},
 	}
 	// One rule per protocol: nft types "ct original proto-dst" only after a
 	// "ct protocol" match, and the listing must load back with nft -f.

@@ -54,7 +54,7 @@ func TestProgrammingLatencyFromTriggerTime(t *testing.T) {
 
 	tr.OnEndpointSliceUpdate(nil, stampedSlice(testSlice("web", readyEP("pod2")), t0.Add(4*time.Second)))
 	clk.SetTime(t0.Add(5 * time.Second))
-	k.FailNext = 1
+	k.FailNext = 3 // the batch, then each of its owners alone: the Service and the hairpin chain (the new endpoint is in another shard)
 	if err := p.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded although the kernel refused")
 	}

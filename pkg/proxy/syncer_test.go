@@ -56,7 +56,7 @@ func TestSyncFailureChangesNothingAndIsRetried(t *testing.T) {
 		t.Fatalf("before: %s", got)
 	}
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
-	k.FailNext = 1
+	k.FailNext = 3 // the batch, then each of its owners (the Service, the hairpin chain: pod2 is in another shard) alone
 	if err := p.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded although the kernel refused")
 	}
@@ -227,8 +227,8 @@ func (r *readCounter) Read(ctx context.Context, f nft.Family, table string) (*nf
 
 func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	k := nft.NewFake()
-	// An older svcproxy left a table whose hairpin set had another key type.
-	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: "hairpin-00", Key: []nft.DataType{nft.TypeIPv4Addr}}},
+	// An older svcproxy left a table whose hairpin set (of pod1's shard) had another key type.
+	old := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddSets: []*nft.Set{{Name: "hairpin-02", Key: []nft.DataType{nft.TypeIPv4Addr}}},
 		NewChains: []*nft.Chain{{Name: "svc-stale"}}, Chains: []*nft.Chain{{Name: "svc-stale"}}}
 	if err := k.Apply(t.Context(), old); err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 		t.Fatal("the old table's chain survived the rebuild")
 	}
 	kv, _ := k.Read(t.Context(), nft.FamilyIPv4, TableName)
-	if got := kv.Sets["hairpin-00"].Key; len(got) != 2 {
+	if got := kv.Sets["hairpin-02"].Key; len(got) != 2 {
 		t.Fatalf("hairpin set not rebuilt with the new key: %v", got)
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,6 +29,18 @@ func oldStickyLayout(o Options) *nft.Ruleset {
 	skel.Chains = slices.DeleteFunc(skel.Chains, func(c *nft.Chain) bool {
 		return c.Name == chainStickyPrerouting || c.Name == chainStickyOutput
 	})
+	// Every hairpin shard existed, each with its rule in postrouting.
+	for _, c := range skel.Chains {
+		if c.Name == chainPostrouting {
+			rules := c.Rules[:1:1]
+			for k := 0; k < shards; k++ {
+				rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.CtStatusDNAT{},
+					nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr)}, Set: fmt.Sprintf("%s-%02d", setHairpin, k)},
+					nft.Masquerade{FullyRandom: true}}})
+			}
+			c.Rules = rules
+		}
+	}
 	r.SetFragment("skeleton", skel)
 	cip := netip.MustParseAddr("10.96.0.11")
 	eps := []netip.Addr{netip.MustParseAddr(podIPs["pod1"]), netip.MustParseAddr(podIPs["pod2"])}
