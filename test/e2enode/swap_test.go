@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/svcproxy/svcproxy/internal/netns"
 	"github.com/svcproxy/svcproxy/internal/poll"
 )
