@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hack/deps.sh
-unformatted=$(gofmt -l cmd pkg internal hack deploy)
+unformatted=$(gofmt -l cmd pkg internal hack deploy test)
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 go vet ./...
 go test -race -count=1 -timeout 15m ./...
