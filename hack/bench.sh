@@ -12,6 +12,18 @@
 #    BENCH_SIDE_SIZES (default "1000"; "1000 10000 30000" for the full run; kube-proxy
 #    up to 10000, see BENCH_KUBEPROXY_MAX; "none" skips the part).
 #
+# Dual-stack (issue 9): BENCH_DUAL_SIZES (default "10000"; "none" skips) run once more
+# with every Service dual-stack (an IPv4 and an IPv6 ClusterIP, a slice per family)
+# fed to two per-family proxies programming `ip svcproxy` and `ip6 svcproxy`: cold
+# sync, one change in one family and in both, heap and RSS, a data-plane check
+# (hack/bench -family dual; about a minute at 10k on a quiet machine). BENCH_FAMILY=dual
+# runs BENCH_SIZES dual-stack instead of IPv4 (and no extra dual sizes).
+#
+# BENCH_PROXIES (default "svcproxy kube-proxy-nftables") picks the side by side's
+# proxies; "svcproxy-before" runs the svcproxy binary BENCH_SVCPROXY_BEFORE (another
+# commit's build) on the same objects, for before/after numbers from one run.
+# BENCH_WRITE=etcd writes the side by side's objects straight into its etcd (the
+# apiserver's write path took an hour for 30k on a loaded 2-core machine).
 # BENCH_STICKY=1: every Service has ClientIP affinity. BENCH_EXTERNAL=1: a third of
 # the Services have a NodePort (issue 8; some LoadBalancer, some externalIPs).
 # BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory); BENCH_PLOTS=DIR
@@ -31,38 +43,48 @@ mkdir -p "$out"
 flags=()
 if [ -n "${BENCH_STICKY:-}" ]; then flags+=(-sticky); fi
 if [ -n "${BENCH_EXTERNAL:-}" ]; then flags+=(-external); fi
+family=${BENCH_FAMILY:-ipv4}
+dual_sizes=${BENCH_DUAL_SIZES:-10000}
+case "$family" in
+  ipv4) ;;
+  dual) dual_sizes=none ;; # the sizes below are dual-stack already
+  *) echo "bench: BENCH_FAMILY=$family: want ipv4 or dual" >&2; exit 2 ;;
+esac
 for n in ${BENCH_SIZES:-1000 10000 30000}; do
   [ "$n" = none ] && continue
   churn=0
   if [ "$n" = "${BENCH_CHURN_AT:-30000}" ]; then churn=60s; fi
-  echo "bench: $n Services x 10 endpoints (churn ${churn}) ..." >&2
-  ./bin/bench -services "$n" -churn "$churn" "${flags[@]}" >>"$out/kernel.jsonl"
+  echo "bench: $n Services x 10 endpoints, $family (churn ${churn}) ..." >&2
+  ./bin/bench -services "$n" -family "$family" -churn "$churn" "${flags[@]}" >>"$out/kernel.jsonl"
+done
+for n in $dual_sizes; do
+  [ "$n" = none ] && continue
+  echo "bench: $n dual-stack Services x 10 endpoints per family ..." >&2
+  ./bin/bench -services "$n" -family dual "${flags[@]}" >>"$out/kernel.jsonl"
 done
 
 side=${BENCH_SIDE_SIZES:-1000}
 if [ "$side" != none ]; then
   # The Kubernetes binaries e2e builds (11 minutes cold): used when cached, never
   # built here.
-  key="$( (cat test/e2e/k8sbins/go.mod test/e2e/k8sbins/go.sum; go version) | sha256sum | cut -c1-16)"
-  bins="${XDG_CACHE_HOME:-$HOME/.cache}/svcproxy-e2e/$key"
+  # shellcheck source=hack/lib/k8s-build.sh
+  source hack/lib/k8s-build.sh
+  bins="$(k8s_cache_dir test/e2e/k8sbins svcproxy-e2e)"
   if [ ! -x "$bins/etcd" ] || [ ! -x "$bins/kube-apiserver" ] || [ ! -x "$bins/kube-controller-manager" ] || [ ! -x "$bins/kube-scheduler" ]; then
     echo "bench: side by side skipped: no control plane binaries in $bins (hack/build-k8s-bins.sh builds them)" >&2
   else
     go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
     go test -c -tags e2e -o bin/e2e.test ./test/e2e/
-    prefix="spe2e-$$-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')-"
-    cleanup() {
-      local n p
-      for n in $(ls /run/netns 2>/dev/null | grep "^${prefix}" || true); do
-        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-        ip netns del "$n" 2>/dev/null || true
-      done
-    }
+    # shellcheck source=hack/lib/suite.sh
+    source hack/lib/suite.sh
+    prefix="$(suite_prefix spe2e)"
+    cleanup() { suite_delete_netns "$prefix"; }
     trap cleanup EXIT
     echo "bench: side by side at $side Services (kube-proxy up to ${BENCH_KUBEPROXY_MAX:-10000}) ..." >&2
     E2E_BENCH=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
       E2E_BENCH_SIZES="$side" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
-      E2E_BENCH_OUT="$out/side.jsonl" \
+      E2E_BENCH_OUT="$out/side.jsonl" E2E_BENCH_PROXIES="${BENCH_PROXIES:-svcproxy kube-proxy-nftables}" \
+      E2E_BENCH_SVCPROXY_BEFORE="${BENCH_SVCPROXY_BEFORE:-}" E2E_BENCH_WRITE="${BENCH_WRITE:-api}" \
       bin/e2e.test -test.run '^TestBenchSideBySide$' -test.v -test.count=1 -test.timeout=3h >&2
   fi
 fi

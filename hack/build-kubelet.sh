@@ -8,44 +8,11 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mod="$root/test/e2enode/kubeletbin"
-k8s_version="v1.37.2"
-bins=(kubelet kubectl)
+# shellcheck source=hack/lib/k8s-build.sh
+source "$root/hack/lib/k8s-build.sh"
 
-key="$( (cat "$mod/go.mod" "$mod/go.sum"; go version) | sha256sum | cut -c1-16)"
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/svcproxy-e2enode/$key"
-
-have_all() {
-	local b
-	for b in "${bins[@]}"; do [[ -x "$cache/$b" ]] || return 1; done
-}
-
-if have_all; then
-	echo "kubelet and kubectl cached in $cache" >&2
-	echo "$cache"
-	exit 0
-fi
-
-mkdir -p "$cache"
-tmp="$(mktemp -d "$cache/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-
-major="${k8s_version#v}"; major="${major%%.*}"
-minor="${k8s_version#v*.}"; minor="${minor%%.*}"
-pkg=k8s.io/component-base/version
-ldflags="-s -w -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-ldflags+=" -X $pkg.gitCommit=0000000000000000000000000000000000000000"
-
-cd "$mod"
-export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
-start=$SECONDS
-go mod download
-for c in "${bins[@]}"; do
-	echo "building $c" >&2
-	go build -trimpath -ldflags "$ldflags" -o "$tmp/$c" "k8s.io/kubernetes/cmd/$c"
-done
-for b in "${bins[@]}"; do mv -f "$tmp/$b" "$cache/$b"; done
-echo "built kubelet and kubectl in $((SECONDS - start))s into $cache" >&2
+cache="$(k8s_build "kubelet and kubectl" "$root/test/e2enode/kubeletbin" svcproxy-e2enode \
+	kubelet=k8s.io/kubernetes/cmd/kubelet \
+	kubectl=k8s.io/kubernetes/cmd/kubectl | tail -n1)"
 "$cache/kubelet" --version >&2
 echo "$cache"

@@ -90,7 +90,9 @@ rm -rf "$tmp"
 
 # Per-run prefix for namespaces, cgroups and directories: the pid lets the
 # next run clean up after a killed one.
-prefix="spe2enode-$$-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')-"
+# shellcheck source=hack/lib/suite.sh
+source hack/lib/suite.sh
+prefix="$(suite_prefix spe2enode)"
 kill_cgroups() { # glob of cgroup names
 	local d p
 	for d in /sys/fs/cgroup/pids/$1; do
@@ -104,11 +106,7 @@ kill_cgroups() { # glob of cgroup names
 }
 cleanup() {
 	kill_cgroups "${prefix}*"
-	local n p
-	for n in $(ls /run/netns 2>/dev/null | grep "^${prefix}" || true); do
-		for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-		ip netns del "$n" 2>/dev/null || true
-	done
+	suite_delete_netns "$prefix"
 }
 # Cgroups of killed runs (owner pid gone).
 for d in /sys/fs/cgroup/pids/spe2enode-*; do
@@ -118,30 +116,19 @@ for d in /sys/fs/cgroup/pids/spe2enode-*; do
 done
 # Work dirs (logs) of failed or killed runs are kept for an hour.
 find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'spe2enode-*' -type d -mmin +60 -exec rm -rf {} + 2>/dev/null || true
-testpid=""
-on_signal() {
-	[[ -n $testpid ]] && kill -TERM "$testpid" 2>/dev/null && wait "$testpid" || true
-	cleanup
-	exit 130
-}
-trap cleanup EXIT
-trap on_signal INT TERM HUP
-
 go test -c -tags e2enode -o bin/e2enode.test ./test/e2enode/
 args=(-test.v -test.count=1 -test.timeout=40m)
 [[ -n ${E2ENODE_RUN:-} ]] && args+=(-test.run "$E2ENODE_RUN")
 echo "e2e-node: k8s binaries $k8s, kubelet $nodebins, prefix $prefix, prepared in $((SECONDS - start))s" >&2
 ls -l "$images" >&2
-E2ENODE_K8S_BINS="$k8s" \
+rc=0
+suite_run cleanup env \
+	E2ENODE_K8S_BINS="$k8s" \
 	E2ENODE_NODE_BINS="$nodebins" \
 	E2ENODE_IMAGES="$images" \
 	E2ENODE_SVCPROXY_BIN="$root/bin/svcproxy" \
 	E2ENODE_REPO="$root" \
 	E2ENODE_PREFIX="$prefix" \
-	bin/e2enode.test "${args[@]}" &
-testpid=$!
-rc=0
-wait "$testpid" || rc=$?
-testpid=""
+	bin/e2enode.test "${args[@]}" || rc=$?
 echo "e2e-node: total $((SECONDS - start))s" >&2
 exit "$rc"

@@ -40,37 +40,23 @@ if [[ $PROXY == svcproxy ]]; then
 fi
 
 # Per-run prefix: the pid lets the next run remove namespaces of a killed run.
-prefix="spe2e-$$-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')-"
-cleanup() {
-	local n p
-	for n in $(ls /run/netns 2>/dev/null | grep "^${prefix}" || true); do
-		for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-		ip netns del "$n" 2>/dev/null || true
-	done
-}
-testpid=""
-on_signal() {
-	[[ -n $testpid ]] && kill -TERM "$testpid" 2>/dev/null && wait "$testpid" || true
-	cleanup
-	exit 130
-}
-trap cleanup EXIT
-trap on_signal INT TERM HUP
+# shellcheck source=hack/lib/suite.sh
+source hack/lib/suite.sh
+prefix="$(suite_prefix spe2e)"
+cleanup() { suite_delete_netns "$prefix"; }
 
 # A compiled test binary (not `go test`) so that a signal reaches the process
 # that tears the cluster down.
 go test -c -tags e2e -o bin/e2e.test ./test/e2e/
 args=(-test.v -test.count=1 -test.timeout=45m)
 [[ -n ${E2E_RUN:-} ]] && args+=(-test.run "$E2E_RUN")
-echo "e2e: PROXY=$PROXY k8s binaries $bins prefix $prefix" >&2
-E2E_K8S_BINS="$bins" \
+echo "e2e: PROXY=$PROXY E2E_FAMILY=${E2E_FAMILY:-ipv4} k8s binaries $bins prefix $prefix" >&2
+rc=0
+suite_run cleanup env \
+	E2E_K8S_BINS="$bins" \
 	E2E_NODEAGENT_BIN="$root/bin/e2e-nodeagent" \
 	E2E_SVCPROXY_BIN="$root/bin/svcproxy" \
 	E2E_IMAGE_TAR="$root/bin/svcproxy-image.tar" \
 	E2E_PREFIX="$prefix" \
-	bin/e2e.test "${args[@]}" &
-testpid=$!
-rc=0
-wait "$testpid" || rc=$?
-testpid=""
+	bin/e2e.test "${args[@]}" || rc=$?
 exit "$rc"

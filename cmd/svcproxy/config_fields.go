@@ -47,7 +47,7 @@ var appliedFields = []string{
 	"ipvs.syncPeriod", "ipvs.minSyncPeriod", // mode ipvs
 	"clusterCIDR",                 // traffic from outside it is masqueraded
 	"oomScoreAdj",                 // written to /proc/self/oom_score_adj
-	"configSyncPeriod",            // the informers' resync period
+	"configSyncPeriod",            // accepted, nothing to do: no informer cache to resync (the trackers hold the only copy)
 	"nodePortAddresses",           // NodePorts and health check node ports on these addresses (default: all; primary in nftables mode)
 	"iptables.localhostNodePorts", // NodePorts on 127.0.0.1, in iptables or blank mode
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
@@ -102,7 +103,7 @@ enableProfiling: true
 				want(t, "qps", o.config.ClientConnection.QPS, float32(50))
 				want(t, "burst", o.config.ClientConnection.Burst, int32(100))
 				want(t, "hostnameOverride", o.hostnameOverride, "Node-A") // lowercased where the node name is made
-				want(t, "clusterCIDR", o.ipv4ClusterCIDR().String(), "10.244.0.0/16")
+				want(t, "clusterCIDR", o.clusterCIDRFor(endpoints.IPv4).String(), "10.244.0.0/16")
 				want(t, "healthzAddr", o.healthzAddr, "10.0.0.1:10256")
 				want(t, "metricsAddr", o.metricsAddr, "0.0.0.0:10249")
 				want(t, "configSyncPeriod", o.config.ConfigSyncPeriod.Duration, 5*time.Minute)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -97,9 +96,9 @@ func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
 // conflictReporter turns the tracker's conflict changes into the conflicting-Services
 // gauge, a log line, and for each new conflict one Warning Event on the Service that
 // is not proxied, naming the one that keeps the address.
-func conflictReporter(events *Events, gauge prometheus.Gauge) func(endpoints.ConflictChange) {
+func conflictReporter(events *Events, active gauge) func(endpoints.ConflictChange) {
 	return func(c endpoints.ConflictChange) {
-		gauge.Set(float64(c.Active))
+		active.Set(float64(c.Active))
 		if c.Resolved {
 			klog.InfoS("ClusterIP conflict over", "service", c.Service.Key.String(), "clusterIP", c.Addr)
 			return

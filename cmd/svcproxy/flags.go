@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -190,7 +189,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.BoolVar(&cfg.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
 	fs.DurationVar(&cfg.Conntrack.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
 	fs.DurationVar(&cfg.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.DurationVar(&cfg.ConfigSyncPeriod.Duration, "config-sync-period", cfg.ConfigSyncPeriod.Duration, "How often the informers' caches are resynced.")
+	fs.DurationVar(&cfg.ConfigSyncPeriod.Duration, "config-sync-period", cfg.ConfigSyncPeriod.Duration, "Accepted for kube-proxy compatibility; svcproxy keeps no informer cache to resync.")
 	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "key=value pairs; svcproxy knows the logging gates (LoggingAlphaOptions, LoggingBetaOptions, ContextualLogging) and warns about others.")
 	fs.Int32Var(&mf.healthzPort, "healthz-port", proxyHealthzPort, "Deprecated: the health check server's port, 0 to disable.")
 	fs.Int32Var(&mf.metricsPort, "metrics-port", proxyStatusPort, "Deprecated: the metrics server's port, 0 to disable.")
@@ -305,16 +304,20 @@ func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 // local address, nftables mode on the primary IPs only; localhost NodePorts are
 // an iptables-mode setting that nftables mode never honours.
 func nodePortSettings(cfg *kubeproxyconfig.KubeProxyConfiguration) (nodeaddr.Spec, bool, error) {
-	entries := cfg.NodePortAddresses
 	localhost := cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
 	if cfg.Mode == modeNFTables {
 		localhost = false
-		if len(entries) == 0 {
-			entries = []string{nodeaddr.KeywordPrimary}
-		}
 	}
-	spec, err := nodeaddr.Parse(entries)
+	spec, err := nodeaddr.Parse(nodePortEntries(cfg))
 	return spec, localhost, err
+}
+
+// nodePortEntries is nodePortAddresses with the mode's default applied.
+func nodePortEntries(cfg *kubeproxyconfig.KubeProxyConfiguration) []string {
+	if cfg.Mode == modeNFTables && len(cfg.NodePortAddresses) == 0 {
+		return []string{nodeaddr.KeywordPrimary}
+	}
+	return cfg.NodePortAddresses
 }
 
 func (o *options) warn(msg string, kv ...any) {
@@ -340,14 +343,4 @@ func warnUnknown(fs *pflag.FlagSet, args []string) {
 			fmt.Fprintf(os.Stderr, "Warning: unknown flag --%s ignored\n", name)
 		}
 	}
-}
-
-// ipv4ClusterCIDR picks the IPv4 entry of a (possibly dual-stack) --cluster-cidr.
-func (o *options) ipv4ClusterCIDR() netip.Prefix {
-	for _, c := range strings.Split(o.clusterCIDR, ",") {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && p.Addr().Is4() {
-			return p
-		}
-	}
-	return netip.Prefix{}
 }

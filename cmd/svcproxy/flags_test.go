@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 )
 
@@ -114,7 +115,7 @@ func TestParseFlags(t *testing.T) {
 			if tc.cidr != "" {
 				wantCIDR = netip.MustParsePrefix(tc.cidr)
 			}
-			if got := o.ipv4ClusterCIDR(); got != wantCIDR {
+			if got := o.clusterCIDRFor(endpoints.IPv4); got != wantCIDR {
 				t.Errorf("ipv4ClusterCIDR() = %v, want %v", got, wantCIDR)
 			}
 		})
@@ -181,6 +182,7 @@ func TestRenderCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	const np = "testdata/nodeports"
+	const ds = "testdata/dualstack"
 	local := t.TempDir()
 	itpLocal := strings.Replace(string(mustReadSeed(t)), "  selector:", "  internalTrafficPolicy: Local\n  selector:", 1)
 	if err := os.WriteFile(local+"/seed.yaml", []byte(itpLocal), 0o644); err != nil {
@@ -262,6 +264,37 @@ func TestRenderCommand(t *testing.T) {
 		{
 			name:   "trace: not with --iptables-localhost-nodeports=false",
 			args:   []string{"trace", "-f", np, "--node-ip", "172.18.0.3", "--iptables-localhost-nodeports=false", "127.0.0.1", "127.0.0.1:30080", "local"},
+			absent: []string{"dnat"},
+		},
+		// --node-ip of either family: each family's table serves NodePorts on
+		// that family's node addresses (testdata/dualstack: web is a
+		// dual-stack NodePort 30090, endpoint fd00:244::2 / 10.244.1.2).
+		{
+			name:     "render --node-ip IPv4,IPv6: each table's NodePort addresses are its family's",
+			args:     []string{"render", "-f", ds, "--node-ip", "172.18.0.3,fd00:172:18::3,fd00:99::5", "--nodeport-addresses", "172.18.0.0/16,fd00:172:18::/64"},
+			contains: []string{"elements = { 172.18.0.3 }", "elements = { fd00:172:18::3 }", "tcp . 30090"},
+			absent:   []string{"fd00:99::5"},
+		},
+		{
+			name:     "trace: a NodePort on the node's IPv6 address (--node-ip IPv6 only)",
+			args:     []string{"trace", "-f", ds, "--node-ip", "fd00:172:18::3", "fd00:172:18::100", "[fd00:172:18::3]:30090"},
+			contains: []string{"dnat [fd00:244::2]:80 masquerade\n"},
+			absent:   []string{"10.244.1.2"},
+		},
+		{
+			name:     "trace: ... and on its IPv4 address, with both families given",
+			args:     []string{"trace", "-f", ds, "--node-ip", "fd00:172:18::3,172.18.0.3", "172.18.0.100", "172.18.0.3:30090"},
+			contains: []string{"dnat 10.244.1.2:80 masquerade\n"},
+		},
+		{
+			name:     "trace: an IPv6 address --nodeport-addresses does not select is not a NodePort",
+			args:     []string{"trace", "-f", ds, "--node-ip", "fd00:172:18::3", "--nodeport-addresses", "fd00:99::/64", "fd00:172:18::100", "[fd00:172:18::3]:30090"},
+			contains: []string{"accept\n"},
+			absent:   []string{"dnat"},
+		},
+		{
+			name:   "trace: ::1 is never a NodePort address (no route_localnet in IPv6)",
+			args:   []string{"trace", "-f", ds, "--node-ip", "fd00:172:18::3", "::1", "[::1]:30090", "local"},
 			absent: []string{"dnat"},
 		},
 		{name: "bad node IP", args: []string{"render", "--node-ip", "10.0.0"}, code: 2},

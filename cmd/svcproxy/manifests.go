@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/manifests"
 )
 
@@ -30,7 +29,7 @@ const (
 // file has been fed (or manifestStartPolls have passed), so that the first sync
 // does not drop Services that are still being read. errCount is set to the number of
 // documents currently skipped.
-func watchManifests(ctx context.Context, dir string, tracker *endpoints.Tracker, errCount gauge) (func(context.Context) bool, error) {
+func watchManifests(ctx context.Context, dir string, tracker objectSink, errCount gauge) (func(context.Context) bool, error) {
 	if _, err := os.ReadDir(dir); err != nil {
 		return nil, fmt.Errorf("read manifests dir: %w", err)
 	}
@@ -53,7 +52,7 @@ type gauge interface{ Set(float64) }
 // A file that disappears is dropped only once it stayed gone for a poll too.
 type manifestWatcher struct {
 	dir      string
-	tracker  *endpoints.Tracker
+	tracker  objectSink // every family's tracker
 	errCount gauge
 	files    map[string]*watchedFile
 	fed      *manifests.Objects // what the tracker was fed
@@ -81,7 +80,7 @@ func (o observation) equal(p observation) bool {
 	return o.stamp == p.stamp && o.err == p.err && bytes.Equal(o.data, p.data)
 }
 
-func newManifestWatcher(dir string, tracker *endpoints.Tracker, errCount gauge) *manifestWatcher {
+func newManifestWatcher(dir string, tracker objectSink, errCount gauge) *manifestWatcher {
 	return &manifestWatcher{dir: dir, tracker: tracker, errCount: errCount, files: map[string]*watchedFile{},
 		fed: &manifests.Objects{}, ready: make(chan struct{})}
 }

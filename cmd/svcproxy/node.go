@@ -40,8 +40,9 @@ const nodeWait = 30 * time.Second
 // nodeWatch is this node's Node object as an informer sees it.
 type nodeWatch struct {
 	get func() (*corev1.Node, bool)
-	// changed is signalled (without blocking) when the Node is added or updated.
-	changed chan struct{}
+	// changed and zoneChanged are signalled (without blocking) when the Node is
+	// added or updated: one channel per follower, so that neither misses a change.
+	changed, zoneChanged chan struct{}
 }
 
 // Changed is signalled whenever the Node may have changed; read Addresses then.
@@ -51,6 +52,30 @@ func (w nodeWatch) Changed() <-chan struct{} { return w.changed }
 func (w nodeWatch) Eligible() bool {
 	n, ok := w.get()
 	return ok && nodeEligible(n)
+}
+
+// Zone is the Node's topology.kubernetes.io/zone label now ("" while unknown or
+// unlabelled): EndpointSlice zone hints name it.
+func (w nodeWatch) Zone() string {
+	if n, ok := w.get(); ok {
+		return n.Labels[corev1.LabelTopologyZone]
+	}
+	return ""
+}
+
+// followZone gives set the Node's zone after every change of the Node, until ctx
+// ends (the caller sets the first one before the first sync); set is expected to ignore an unchanged zone (proxy.SetZone does). A zone
+// change is rare (a relabelled node) but re-renders every Service: kube-proxy
+// follows it the same way (NodeTopologyConfig), without a restart.
+func followZone(ctx context.Context, w nodeWatch, set func(zone string)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.zoneChanged:
+			set(w.Zone())
+		}
+	}
 }
 
 // Addresses are the Node's status addresses now (nil while unknown), from which
@@ -66,11 +91,13 @@ func (w nodeWatch) Addresses() []corev1.NodeAddress {
 // returns once the informer has synced and the Node exists, or wait has passed.
 func watchNode(ctx context.Context, client cluster, name string, wait time.Duration) nodeWatch {
 	informer := nodeInformer(client, name)
-	changed := make(chan struct{}, 1)
+	changed, zoneChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
+		for _, c := range []chan struct{}{changed, zoneChanged} {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
 		}
 	}
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -94,7 +121,7 @@ func watchNode(ctx context.Context, client cluster, name string, wait time.Durat
 	if _, ok := get(); !ok {
 		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is, and NodePort address 'primary' falls back to --bind-address", "node", name)
 	}
-	return nodeWatch{get: get, changed: changed}
+	return nodeWatch{get: get, changed: changed, zoneChanged: zoneChanged}
 }
 
 // nodeInformer is the informer client-go's factory builds for core/v1 Nodes

@@ -80,3 +80,45 @@ func TestWatchNodeAddresses(t *testing.T) {
 		t.Errorf("Addresses() of an unknown Node = %v, want nil", got)
 	}
 }
+
+// The zone label is followed live: set, changed and removed, each reaches the
+// proxy (through followZone's setter) without a restart.
+func TestFollowZone(t *testing.T) {
+	client := fake.NewClientset()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}
+	if _, err := client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second)
+	if got := w.Zone(); got != "zone-a" {
+		t.Fatalf("Zone() = %q, want zone-a", got)
+	}
+	zones := make(chan string, 16)
+	go followZone(t.Context(), w, func(z string) { zones <- z })
+	// Addresses are followed through the other channel: draining it must not hide
+	// a zone change from followZone.
+	go func() {
+		for range w.Changed() {
+		}
+	}()
+	for _, want := range []string{"zone-b", ""} {
+		if want == "" {
+			delete(node.Labels, corev1.LabelTopologyZone)
+		} else {
+			node.Labels[corev1.LabelTopologyZone] = want
+		}
+		if _, err := client.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		last := "zone-a"
+		poll.Eventually(t, 10*time.Second, "the zone "+want+" to be followed", func() (bool, string) {
+			for {
+				select {
+				case last = <-zones:
+				default:
+					return last == want, "last zone set: " + last
+				}
+			}
+		})
+	}
+}

@@ -38,23 +38,12 @@ func newHealthCheckServer(reg prometheus.Registerer, events *Events, node string
 	})
 }
 
-// healthCheckHook feeds the proxy's Local Services to the health check server.
-func healthCheckHook(hc *healthcheck.Server) func(map[endpoints.ServiceKey]proxy.HealthCheckService) {
-	return func(m map[endpoints.ServiceKey]proxy.HealthCheckService) {
-		services := make(map[endpoints.ServiceKey]healthcheck.Service, len(m))
-		for k, v := range m {
-			services[k] = healthcheck.Service{NodePort: v.NodePort, LocalEndpoints: v.LocalEndpoints}
-		}
-		hc.Sync(services)
-	}
-}
-
 // watchNodePortAddresses keeps the proxy's NodePort addresses and the health check
 // ports' listen addresses on what --nodeport-addresses selects among the node's
 // interface addresses, as these change. node (nil without a cluster) gives the
 // primary IPs for the 'primary' keyword, with --bind-address, and their changes:
 // kube-proxy exits when they change, svcproxy selects again.
-func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, p *proxy.Proxy, hc *healthcheck.Server) error {
+func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, netNS int, fps familyProxies, hc *healthcheck.Server) error {
 	primaryIPs := func() []netip.Addr {
 		var status []corev1.NodeAddress
 		if node != nil {
@@ -70,10 +59,10 @@ func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, p 
 		Spec:    o.nodePorts,
 		Primary: primary,
 		Resync:  o.syncPeriod,
+		NetNS:   netNS,
 		OnChange: func(sel nodeaddr.Selection) {
-			addrs, all := sel.IPv4()
-			p.SetNodeAddresses(addrs, all)
-			hc.SetAddresses(sel)
+			fps.setNodeAddresses(sel)
+			hc.SetAddresses(fps.served(sel))
 		},
 	})
 	if err != nil || node == nil || !o.nodePorts.Primary {

@@ -22,47 +22,51 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-// localServices: "web" has one endpoint on node "me" and one elsewhere, "far" only
-// one elsewhere; both externalTrafficPolicy: Local with a health check node port.
-const localServices = `apiVersion: v1
+// localService is a LoadBalancer Service with externalTrafficPolicy: Local, a
+// health check node port and TCP port 80, and its EndpointSlice: one ready
+// endpoint per address, each on the node named beside it.
+func localService(name, clusterIP string, healthCheckNodePort, nodePort int, endpoints ...[2]string) string {
+	s := fmt.Sprintf(`apiVersion: v1
 kind: Service
-metadata: {name: web, namespace: default}
+metadata: {name: %[1]s, namespace: default}
 spec:
   type: LoadBalancer
-  clusterIP: 10.96.0.20
-  clusterIPs: [10.96.0.20]
+  clusterIP: %[2]s
+  clusterIPs: [%[2]s]
   externalTrafficPolicy: Local
-  healthCheckNodePort: 32100
-  ports: [{port: 80, protocol: TCP, targetPort: 80, nodePort: 30080}]
+  healthCheckNodePort: %[3]d
+  ports: [{port: 80, protocol: TCP, targetPort: 80, nodePort: %[4]d}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+metadata: {name: %[1]s-1, namespace: default, labels: {kubernetes.io/service-name: %[1]s}}
 addressType: IPv4
 ports: [{name: "", port: 80, protocol: TCP}]
 endpoints:
-- {addresses: [10.244.1.2], conditions: {ready: true}, nodeName: me}
-- {addresses: [10.244.2.2], conditions: {ready: true}, nodeName: other}
----
-apiVersion: v1
-kind: Service
-metadata: {name: far, namespace: default}
-spec:
-  type: LoadBalancer
-  clusterIP: 10.96.0.21
-  clusterIPs: [10.96.0.21]
-  externalTrafficPolicy: Local
-  healthCheckNodePort: 32101
-  ports: [{port: 80, protocol: TCP, targetPort: 80, nodePort: 30081}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: far-1, namespace: default, labels: {kubernetes.io/service-name: far}}
-addressType: IPv4
-ports: [{name: "", port: 80, protocol: TCP}]
-endpoints:
-- {addresses: [10.244.2.3], conditions: {ready: true}, nodeName: other}
-`
+`, name, clusterIP, healthCheckNodePort, nodePort)
+	for _, e := range endpoints {
+		s += fmt.Sprintf("- {addresses: [%s], conditions: {ready: true}, nodeName: %s}\n", e[0], e[1])
+	}
+	return s
+}
+
+// webService has one endpoint on node "me" and one elsewhere, farService only
+// one elsewhere.
+var (
+	webService = localService("web", "10.96.0.20", 32100, 30080, [2]string{"10.244.1.2", "me"}, [2]string{"10.244.2.2", "other"})
+	farService = localService("far", "10.96.0.21", 32101, 30081, [2]string{"10.244.2.3", "other"})
+)
+
+// vethPair gives namespace ns a veth pair a-b holding addresses addrA and
+// addrB (CIDR), both up: two local addresses on two interfaces.
+func vethPair(t *testing.T, ns *netnstest.NS, a, addrA, b, addrB string) {
+	t.Helper()
+	ns.MustRun(t, "ip", "link", "add", a, "type", "veth", "peer", "name", b)
+	ns.MustRun(t, "ip", "addr", "add", addrA, "dev", a)
+	ns.MustRun(t, "ip", "addr", "add", addrB, "dev", b)
+	ns.MustRun(t, "ip", "link", "set", a, "up")
+	ns.MustRun(t, "ip", "link", "set", b, "up")
+}
 
 // TestHealthCheckNodePortsWired runs svcproxy in a node namespace of its own and
 // asks the health check node ports as a load balancer would: the proxy's Local
@@ -72,13 +76,9 @@ endpoints:
 func TestHealthCheckNodePortsWired(t *testing.T) {
 	netnstest.RequireRoot(t)
 	node := netnstest.New(t, "hcwire")
-	node.MustRun(t, "ip", "link", "add", "n0", "type", "veth", "peer", "name", "n1")
-	node.MustRun(t, "ip", "addr", "add", "10.0.0.5/24", "dev", "n0")
-	node.MustRun(t, "ip", "addr", "add", "192.168.7.2/24", "dev", "n1")
-	node.MustRun(t, "ip", "link", "set", "n0", "up")
-	node.MustRun(t, "ip", "link", "set", "n1", "up")
+	vethPair(t, node, "n0", "10.0.0.5/24", "n1", "192.168.7.2/24")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "svc.yaml"), localServices)
+	writeFile(t, filepath.Join(dir, "svc.yaml"), webService+"---\n"+farService)
 	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
 	dumpLogOnFailure(t, "svcproxy", logPath)
 	startSvcproxy(t, node, logPath, "--manifests", dir, "--hostname-override", "me", "--nodeport-addresses", "10.0.0.0/8",
@@ -124,7 +124,7 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 	nodePortIPs("elements = { 10.0.0.5, 10.0.1.9 }")
 
 	// far goes: its port closes.
-	replaceFile(t, filepath.Join(dir, "svc.yaml"), localServices[:strings.Index(localServices, "---\napiVersion: v1\nkind: Service\nmetadata: {name: far")])
+	replaceFile(t, filepath.Join(dir, "svc.yaml"), webService)
 	expect("10.0.0.5:32101", 0, "connection refused")
 	expect("10.0.0.5:32100", 200, `"name": "web"`)
 }
@@ -135,11 +135,7 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 func TestPrimaryFollowsTheNode(t *testing.T) {
 	netnstest.RequireRoot(t)
 	ns := netnstest.New(t, "primary")
-	ns.MustRun(t, "ip", "link", "add", "q0", "type", "veth", "peer", "name", "q1")
-	ns.MustRun(t, "ip", "addr", "add", "10.0.0.5/24", "dev", "q0")
-	ns.MustRun(t, "ip", "addr", "add", "172.18.0.3/24", "dev", "q1")
-	ns.MustRun(t, "ip", "link", "set", "q0", "up")
-	ns.MustRun(t, "ip", "link", "set", "q1", "up")
+	vethPair(t, ns, "q0", "10.0.0.5/24", "q1", "172.18.0.3/24")
 
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "me"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}}}})
@@ -150,7 +146,7 @@ func TestPrimaryFollowsTheNode(t *testing.T) {
 	defer hc.Close()
 	hc.Sync(map[endpoints.ServiceKey]healthcheck.Service{{Namespace: "default", Name: "web"}: {NodePort: 32100, LocalEndpoints: 1}})
 	// The watcher's netlink sockets open in the namespace, and stay there.
-	if err := netns.Do(ns.Path(), func() error { return watchNodePortAddresses(t.Context(), o, &node, p, hc) }); err != nil {
+	if err := netns.Do(ns.Path(), func() error { return watchNodePortAddresses(t.Context(), o, &node, 0, familyProxies{{proxy: p}}, hc) }); err != nil {
 		t.Fatal(err)
 	}
 	answers := func(addr string, want bool) {

@@ -58,8 +58,8 @@ func TestPrometheusScrapesMetrics(t *testing.T) {
 
 	queries := []string{
 		`up{job="svcproxy"}`,
-		`kubeproxy_sync_proxy_rules_last_timestamp_seconds`,
-		`kubeproxy_sync_proxy_rules_duration_seconds_count`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`, // one series per family on a dual-stack node
+		`kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
 	}
 	got := map[string]float64{}
 	var upLabels map[string]string

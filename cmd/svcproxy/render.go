@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/svcproxy/svcproxy/deploy"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -18,27 +20,48 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-// renderCmd prints the nft ruleset for a directory of manifests: no cluster, no root.
+// renderCmd prints the nft ruleset for a directory of manifests: no cluster, no
+// root. The IPv4 table always; the IPv6 one too when some Service has an IPv6
+// cluster IP, as a dual-stack node would program it.
 func renderCmd(args []string) int {
-	r, _, code := offlineRuleset("render", args)
-	if r == nil {
+	tables, _, code := offlineRulesets("render", args)
+	if tables == nil {
 		return code
 	}
-	fmt.Print(r.Text())
+	for i, t := range tables {
+		if t.family != endpoints.IPv4 && t.services == 0 {
+			continue
+		}
+		if i > 0 {
+			fmt.Println()
+		}
+		fmt.Print(t.ruleset.Text())
+	}
 	return 0
 }
 
 // traceCmd answers "where does a new connection from SRC to DST:PORT/PROTO go" from
-// the ruleset the manifests render to, by walking it like the kernel would.
+// the ruleset the manifests render to (that of the destination's IP family), by
+// walking it like the kernel would.
 func traceCmd(args []string) int {
-	r, pos, code := offlineRuleset("trace", args)
-	if r == nil {
+	tables, pos, code := offlineRulesets("trace", args)
+	if tables == nil {
 		return code
 	}
 	pkt, err := parsePacket(pos.pos)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] [--node-ip IP,...] [--hostname-override NODE] SRC DST:PORT[/tcp|udp|sctp] [local]\n", err)
+		fmt.Fprintf(os.Stderr, "trace: %v\nusage: svcproxy trace [-f DIR] [--cluster-cidr CIDR] [--node-ip IP,...] [--hostname-override NODE] SRC DST:PORT[/tcp|udp|sctp] [local]   (IPv6: [DST]:PORT)\n", err)
 		return 2
+	}
+	var r *nft.Ruleset
+	for _, t := range tables {
+		if t.family == familyOf(pkt.Dst) {
+			r = t.ruleset
+		}
+	}
+	if r == nil {
+		fmt.Fprintf(os.Stderr, "trace: this build of svcproxy renders no %s table\n", familyOf(pkt.Dst))
+		return 1
 	}
 	pkt.NodeAddrs = pos.nodeAddrs
 	outcomes, err := nft.Trace(r, pkt, nil)
@@ -55,12 +78,20 @@ func traceCmd(args []string) int {
 	return 0
 }
 
-// offlineRuleset parses the flags shared by render and trace and renders the
-// manifests; on failure it returns a nil ruleset and the exit code.
-func offlineRuleset(name string, args []string) (*nft.Ruleset, offlineArgs, int) {
+// offlineTable is one family's rendered table.
+type offlineTable struct {
+	family   endpoints.Family
+	ruleset  *nft.Ruleset
+	services int // service ports of this family in the manifests
+}
+
+// offlineRulesets parses the flags shared by render and trace and renders the
+// manifests, once per IP family this build renders (IPv4 first); on failure it
+// returns nil and the exit code.
+func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, int) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
-	cidr := fs.String("cluster-cidr", "", "Pod CIDR; service traffic from outside it is masqueraded.")
+	cidr := fs.String("cluster-cidr", "", "Pod CIDR, or one per family (IPv4,IPv6); service traffic from outside it is masqueraded.")
 	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
 	var node offlineNode
 	addOfflineNodeFlags(fs, &node)
@@ -85,17 +116,32 @@ func offlineRuleset(name string, args []string) (*nft.Ruleset, offlineArgs, int)
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, offlineArgs{}, 2
 	}
-	opts := proxy.Options{MasqueradeAll: *masqAll, ClusterCIDR: o.ipv4ClusterCIDR(),
-		NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost}
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnInvalid: func(kind, ns, name, reason string) {
-		fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s: %s\n", kind, ns, name, reason)
-	}})
-	feed(tr, objs, nil)
-	snap, _, _ := tr.Take()
-	r := proxy.RenderAll(snap, opts)
-	addrs, all := sel.IPv4()
-	proxy.ServeNodePortsOn(r, opts, proxy.NodeAddresses{All: all, Addrs: addrs})
-	return r, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(node.ips) > 0}, 0
+	var tables []offlineTable
+	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
+		opts := proxy.Options{Family: f, MasqueradeAll: *masqAll, ClusterCIDR: o.clusterCIDRFor(f),
+			NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost && f == endpoints.IPv4}
+		tr := endpoints.NewTracker(endpoints.TrackerOptions{Family: f, OnInvalid: func(kind, ns, name, reason string) {
+			fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s (%s): %s\n", kind, ns, name, f, reason)
+		}})
+		feed(tr, objs, nil)
+		snap, _, _ := tr.Take()
+		if f != endpoints.IPv4 && !proxyRenders(f) {
+			if len(snap.Services) > 0 {
+				fmt.Fprintf(os.Stderr, "not rendering %d %s service ports: this build of svcproxy renders no %s table\n", len(snap.Services), f, nftFamily(f))
+			}
+			continue
+		}
+		r := proxy.RenderAll(snap, opts)
+		na := proxy.NodeAddresses{}
+		if f == endpoints.IPv6 {
+			na.Addrs, na.All = sel.IPv6()
+		} else {
+			na.Addrs, na.All = sel.IPv4()
+		}
+		proxy.ServeNodePortsOn(r, opts, na)
+		tables = append(tables, offlineTable{family: f, ruleset: r, services: len(snap.Services)})
+	}
+	return tables, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(node.ips) > 0}, 0
 }
 
 // offlineArgs is what trace needs besides the ruleset.
@@ -131,7 +177,18 @@ func parsePacket(pos []string) (nft.Packet, error) {
 	return nft.Packet{Src: src, Dst: host, Proto: proto, DPort: port, Local: len(pos) == 3}, nil
 }
 
+// splitHostPort reads ADDR:PORT, or [ADDR]:PORT for IPv6.
 func splitHostPort(s string) (netip.Addr, uint16, error) {
+	if strings.HasPrefix(s, "[") {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.Addr{}, 0, fmt.Errorf("destination: %w", err)
+		}
+		return ap.Addr(), ap.Port(), nil
+	}
+	if strings.Count(s, ":") > 1 {
+		return netip.Addr{}, 0, fmt.Errorf("destination %q: write an IPv6 address in brackets, [ADDR]:PORT", s)
+	}
 	i := strings.LastIndex(s, ":")
 	if i < 0 {
 		return netip.Addr{}, 0, fmt.Errorf("destination %q has no port", s)
@@ -156,8 +213,45 @@ func loadManifests(dir string) (*manifests.Objects, []manifests.Problem, error) 
 	return manifests.Read(os.DirFS(dir), ".")
 }
 
+// objectSink takes Services and EndpointSlices: a tracker, or every family's.
+type objectSink interface {
+	OnServiceAdd(*corev1.Service)
+	OnServiceDelete(*corev1.Service)
+	OnEndpointSliceAdd(*discoveryv1.EndpointSlice)
+	OnEndpointSliceDelete(*discoveryv1.EndpointSlice)
+}
+
+var _ objectSink = &endpoints.Tracker{}
+
+// trackerSet feeds every family's tracker the same objects.
+type trackerSet []*endpoints.Tracker
+
+func (ts trackerSet) OnServiceAdd(s *corev1.Service) {
+	for _, t := range ts {
+		t.OnServiceAdd(s)
+	}
+}
+
+func (ts trackerSet) OnServiceDelete(s *corev1.Service) {
+	for _, t := range ts {
+		t.OnServiceDelete(s)
+	}
+}
+
+func (ts trackerSet) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
+	for _, t := range ts {
+		t.OnEndpointSliceAdd(s)
+	}
+}
+
+func (ts trackerSet) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	for _, t := range ts {
+		t.OnEndpointSliceDelete(s)
+	}
+}
+
 // feed applies the difference between prev and cur manifests to the tracker.
-func feed(tr *endpoints.Tracker, cur, prev *manifests.Objects) {
+func feed(tr objectSink, cur, prev *manifests.Objects) {
 	keep := map[string]bool{}
 	for _, s := range cur.Services {
 		keep["svc/"+s.Namespace+"/"+s.Name] = true

@@ -13,33 +13,55 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
 
-func serve(ctx context.Context, o *options) error {
-	kernel := &nft.Netlink{}
+func serve(ctx context.Context, o *options) error { return serveWith(ctx, o, nodeEnv()) }
+
+// serveEnv is what serve takes from the machine it runs on; tests give a fake
+// kernel and their own network namespace.
+type serveEnv struct {
+	// kernel programs family f's table.
+	kernel func(f endpoints.Family) nft.Kernel
+	// conntrack is the conntrack cleaner (nil: none).
+	conntrack func() (*conntrack.Cleaner, error)
+	// usable says why family f cannot be served (nil: it can).
+	usable func(f endpoints.Family) error
+	// setSysctl writes sysctls for localhost NodePorts (nil: none).
+	setSysctl func(path, value string) error
+	// netNS is the network namespace whose addresses serve NodePorts (0: ours).
+	netNS int
+	// started, when set, is told the proxies once they are built.
+	started func(familyProxies)
+}
+
+// nodeEnv is the real node: netlink in svcproxy's own network namespace.
+func nodeEnv() serveEnv {
+	return serveEnv{
+		kernel:    func(endpoints.Family) nft.Kernel { return &nft.Netlink{} },
+		conntrack: func() (*conntrack.Cleaner, error) { return conntrack.New(0) },
+		usable:    familyUsable,
+		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in.
+		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in
+		// (best effort in a pod whose /proc/sys is read-only).
+		setSysctl: tolerateReadOnlyProcSys(proxy.WriteProcSys),
+	}
+}
+
+func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if o.cleanup {
-		if err := kernel.DeleteTable(ctx, nft.FamilyIPv4, proxy.TableName); err != nil {
-			return fmt.Errorf("cleanup: %w", err)
-		}
-		klog.InfoS("Removed svcproxy's nftables table", "table", "ip "+proxy.TableName)
-		// Like kube-proxy --cleanup, which removes every mode's rules; with
-		// --takeover=false only ours, for the way back once kube-proxy serves.
-		if o.noTakeover {
-			return nil
-		}
-		if err := takeOver(ctx, takeover.Options{}, nil); err != nil {
-			return fmt.Errorf("cleanup of kube-proxy's rules: %w", err)
-		}
-		return nil
+		return cleanup(ctx, o, env)
 	}
 
 	applyOOMScoreAdj(o.config.OOMScoreAdj)
@@ -49,47 +71,10 @@ func serve(ctx context.Context, o *options) error {
 	takeoverRemoved := newTakeoverMetric(reg)
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
-	var p *proxy.Proxy
 	events := &Events{} // log only until connected to a cluster
 	defer events.Shutdown()
-	tracker := endpoints.NewTracker(endpoints.TrackerOptions{
-		OnInvalid: func(kind, ns, name, reason string) {
-			klog.InfoS("Skipping malformed input", "kind", kind, "object", ns+"/"+name, "reason", reason)
-			metrics.InvalidObjects.WithLabelValues(kind).Inc()
-		},
-		OnChange:   func() { p.Trigger() },
-		OnConflict: conflictReporter(events, metrics.ConflictingServices),
-		Counts:     metrics,
-	})
-	ct, err := conntrack.New(0)
-	if err != nil {
-		klog.ErrorS(err, "No conntrack cleanup for UDP and SCTP Services")
-	}
 	hc := newHealthCheckServer(reg, events, nodeName(o), health)
 	hc.CloseOnDone(ctx)
-	cfg := proxy.Config{
-		Options: proxy.Options{ClusterCIDR: o.ipv4ClusterCIDR(), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
-			LocalhostNodePorts: o.localhostNodePorts, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
-		Tracker:       tracker,
-		Kernel:        kernel,
-		Metrics:       metrics,
-		Health:        health,
-		SyncPeriod:    o.syncPeriod,
-		MinSyncPeriod: o.minSyncPeriod,
-		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in.
-		SetSysctl: proxy.WriteProcSys,
-	}
-	if ct != nil {
-		cfg.Conntrack = ct
-	}
-	cfg.OnHealthCheckServices = healthCheckHook(hc)
-	if !o.noTakeover {
-		cfg.OnSynced = takeoverAfterSync(ctx, takeoverRemoved)
-	}
-	cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
-		events.Warn(svc.Namespace, svc.Name, ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())
-	}
-	p = proxy.New(cfg)
 
 	mh, err := metricsHandler(reg, o)
 	if err != nil {
@@ -99,40 +84,160 @@ func serve(ctx context.Context, o *options) error {
 		return err
 	}
 
-	var waitReady func(context.Context) bool
+	var client cluster
 	var node *nodeWatch // this node's Node object (nil without a cluster)
-	if o.manifests != "" {
-		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
-			return err
-		}
-		waitReady, err = watchManifests(ctx, o.manifests, tracker, metrics.ManifestErrors)
-	} else {
-		var client cluster
+	if o.manifests == "" {
 		if client, err = clusterClient(o); err != nil {
 			return err
 		}
-		events.connect(client, nodeName(o), trackerUID(tracker))
 		// Like kube-proxy, /healthz answers once this node's Node is known
-		// (or nodeWait passed), so that its first answer is right.
+		// (or nodeWait passed), so that its first answer is right; the Node's
+		// addresses also give the primary IP family.
 		nw := watchNode(ctx, client, nodeName(o), nodeWait)
 		node = &nw
 		health.SetNodeEligible(node.Eligible)
-		if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
-			return err
-		}
-		waitReady, err = watchCluster(ctx, client, tracker, o.config.ConfigSyncPeriod.Duration)
+	}
+	var status []corev1.NodeAddress
+	if node != nil {
+		status = node.Addresses()
+	}
+	families, err := servedFamilies(primaryFamily(status, o.bindAddress), env.usable)
+	if err != nil {
+		return err
+	}
+	warnings, fatal := checkFamilyConfig(families[0], len(families) == 2, o.clusterCIDR, nodePortEntries(o.config), o.healthzAddr, o.metricsAddr)
+	for _, w := range warnings {
+		klog.ErrorS(errors.New(w), "svcproxy configuration may be incomplete or incorrect")
+	}
+	if fatal != nil {
+		return fmt.Errorf("invalid configuration: %w", fatal)
+	}
+	fps := newFamilyProxies(ctx, o, env, families, proxyParts{
+		metrics: metrics, health: health, events: events, hc: hc, takeoverRemoved: takeoverRemoved,
+	})
+	if node != nil {
+		fps.setZone(node.Zone()) // before the first sync, which then renders for it
+		go followZone(ctx, *node, fps.setZone)
+	}
+	if env.started != nil {
+		env.started(fps)
+	}
+
+	if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+		return err
+	}
+	var waitReady func(context.Context) bool
+	if o.manifests != "" {
+		waitReady, err = watchManifests(ctx, o.manifests, trackerSet(fps.trackers()), metrics.ManifestErrors)
+	} else {
+		events.connect(client, nodeName(o), fps.serviceUID)
+		waitReady, err = watchCluster(ctx, client, fps.trackers())
 	}
 	if err != nil {
 		return err
 	}
 	// Before the first sync, so that it already serves NodePorts where it should.
-	if err := watchNodePortAddresses(ctx, o, node, p, hc); err != nil {
+	if err := watchNodePortAddresses(ctx, o, node, env.netNS, fps, hc); err != nil {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.
 	events.Started(ctx)
-	klog.InfoS("svcproxy started", "table", "ip "+proxy.TableName, "node", nodeName(o))
-	return p.Run(ctx, waitReady)
+	for _, fp := range fps {
+		klog.InfoS("svcproxy started", "table", nftFamily(fp.family).String()+" "+proxy.TableName, "ipFamily", fp.family, "node", nodeName(o))
+	}
+	return fps.run(ctx, waitReady)
+}
+
+// proxyParts are what every family's proxy shares: one metrics registry, one
+// health (/healthz, /livez), one Event recorder, one health check node port
+// server, one takeover.
+type proxyParts struct {
+	metrics         *proxy.Metrics
+	health          *proxy.Health
+	events          *Events
+	hc              *healthcheck.Server
+	takeoverRemoved *prometheus.CounterVec
+}
+
+// newFamilyProxies builds a tracker and a proxy per family.
+func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []endpoints.Family, parts proxyParts) familyProxies {
+	var ct *conntrack.Cleaner
+	if env.conntrack != nil {
+		var err error
+		if ct, err = env.conntrack(); err != nil {
+			klog.ErrorS(err, "No conntrack cleanup for UDP and SCTP Services")
+		}
+	}
+	var onSynced func(endpoints.Family) func()
+	if !o.noTakeover {
+		onSynced = allSynced(families, takeoverAfterSync(ctx, parts.takeoverRemoved))
+	}
+	hcs := newHealthCheckMerger(parts.hc)
+	conflicts := &conflictGauge{gauge: parts.metrics.ConflictingServices}
+	fps := make(familyProxies, 0, len(families))
+	ledger := &proxy.CommitLedger{}
+	for _, f := range families {
+		fp := &familyProxy{family: f}
+		fp.tracker = endpoints.NewTracker(endpoints.TrackerOptions{
+			Family: f,
+			OnInvalid: func(kind, ns, name, reason string) {
+				klog.InfoS("Skipping malformed input", "kind", kind, "object", ns+"/"+name, "ipFamily", f, "reason", reason)
+				parts.metrics.InvalidObjects.WithLabelValues(kind).Inc()
+			},
+			OnChange:   func() { fp.proxy.Trigger() },
+			OnConflict: conflictReporter(parts.events, conflicts.family(f)),
+			Counts:     parts.metrics,
+		})
+		cfg := proxy.Config{
+			Options: proxy.Options{Family: f, ClusterCIDR: o.clusterCIDRFor(f), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
+				LocalhostNodePorts: o.localhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
+			Tracker:               fp.tracker,
+			Kernel:                env.kernel(f),
+			Metrics:               parts.metrics,
+			Health:                parts.health,
+			SyncPeriod:            o.syncPeriod,
+			MinSyncPeriod:         o.minSyncPeriod,
+			SetSysctl:             env.setSysctl,
+			OnHealthCheckServices: hcs.hook(f),
+			Ledger:                ledger,
+		}
+		if ct != nil {
+			cfg.Conntrack = ct
+		}
+		if onSynced != nil {
+			cfg.OnSynced = onSynced(f)
+		}
+		cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
+			parts.events.Warn(svc.Namespace, svc.Name, ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())
+		}
+		fp.proxy = proxy.New(cfg)
+		fps = append(fps, fp)
+	}
+	return fps
+}
+
+// cleanup deletes svcproxy's tables of both families and, unless
+// --takeover=false, what kube-proxy left.
+func cleanup(ctx context.Context, o *options, env serveEnv) error {
+	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
+		err := env.kernel(f).DeleteTable(ctx, nftFamily(f), proxy.TableName)
+		if f == endpoints.IPv6 && errors.Is(err, unix.EAFNOSUPPORT) {
+			continue // a kernel without ip6 nf_tables holds no such table
+		}
+		if err != nil {
+			return fmt.Errorf("cleanup: %w", err)
+		}
+		klog.InfoS("Removed svcproxy's nftables table", "table", nftFamily(f).String()+" "+proxy.TableName)
+	}
+	// Like kube-proxy --cleanup, which removes every mode's rules; with
+	// --takeover=false only ours, for the way back once kube-proxy serves.
+	if o.noTakeover {
+		return nil
+	}
+	if err := takeOver(ctx, takeover.Options{}, nil); err != nil {
+		return fmt.Errorf("cleanup of kube-proxy's rules: %w", err)
+	}
+	return nil
 }
 
 func metricsHandler(reg *prometheus.Registry, o *options) (http.Handler, error) {
@@ -173,16 +278,18 @@ func nodeName(o *options) string {
 	return strings.ToLower(h)
 }
 
-// watchCluster starts informers like kube-proxy's: Services and EndpointSlices,
-// minus those another proxy owns and headless ones. They retry a refused or
-// failed List/Watch every 250 ms themselves (endpoints.RetryingListerWatcher),
-// so a change made right after an API server outage arrives at once rather
-// than after client-go's backoff of up to a minute.
-func watchCluster(ctx context.Context, client cluster, tracker *endpoints.Tracker, resync time.Duration) (func(context.Context) bool, error) {
-	inf := endpoints.NewInformers(client.endpointsClients(), resync, func(lo *metav1.ListOptions) {
+// watchCluster watches like kube-proxy's informers: Services and EndpointSlices,
+// minus those another proxy owns and headless ones, feeding every family's
+// tracker, but without a cache of its own (the trackers hold the only copy), so
+// configSyncPeriod's resync has nothing to do. They retry a refused or failed
+// List/Watch every 250 ms themselves (endpoints.RetryingListerWatcher), so a
+// change made right after an API server outage arrives at once rather than
+// after client-go's backoff of up to a minute.
+func watchCluster(ctx context.Context, client cluster, trackers []*endpoints.Tracker) (func(context.Context) bool, error) {
+	inf := endpoints.NewInformers(client.endpointsClients(), func(lo *metav1.ListOptions) {
 		lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
 	}, endpoints.RetryOptions{})
-	synced, err := endpoints.RegisterSynced(inf, tracker)
+	synced, err := endpoints.RegisterSynced(inf, trackers...)
 	if err != nil {
 		return nil, err
 	}

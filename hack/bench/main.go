@@ -69,8 +69,22 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
 	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
+	family := flag.String("family", "ipv4", "ipv4, or dual: every Service dual-stack, fed to an IPv4 and an IPv6 proxy (dual.go; no churn, no latency rounds)")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if *family == "dual" {
+		r, err := runDual(o, *n, *samples)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(r)
+		return
+	}
+	if *family != "ipv4" {
+		fmt.Fprintf(os.Stderr, "bench: -family %q: want ipv4 or dual\n", *family)
+		os.Exit(2)
+	}
 	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile}
 	r, err := b.run(*churn, *churnShare, *rounds)
 	if err != nil {

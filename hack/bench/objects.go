@@ -77,11 +77,16 @@ func (o objects) slice(i, gen int, trigger time.Time) *discoveryv1.EndpointSlice
 		s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	}
 	for j := 0; j < o.endpoints; j++ {
-		k := i*o.endpoints + j
-		if j == 0 && gen > 0 {
-			k = 1<<20 + gen*4096 + i%4096
-		}
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, k)}})
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, endpointNumber(i, j, gen, o.endpoints))}})
 	}
 	return s
+}
+
+// endpointNumber is the number slice gives Service i's j-th endpoint at gen
+// (addr(128, k) in IPv4, endpoint6(k) in IPv6).
+func endpointNumber(i, j, gen, perService int) int {
+	if j == 0 && gen > 0 {
+		return 1<<20 + gen*4096 + i%4096
+	}
+	return i*perService + j
 }

@@ -33,11 +33,13 @@ func run(kernelFile, sideFile, plotDir string) error {
 		return err
 	}
 	printKernel(os.Stdout, ks)
+	printDual(os.Stdout, ks)
 	printChurn(os.Stdout, ks)
 	printDataplane(os.Stdout, ks)
 	printSide(os.Stdout, ss)
-	if plotDir == "" {
-		return nil
+	curves := singleStack(ks)
+	if plotDir == "" || len(curves)+len(ss) == 0 {
+		return nil // nothing to draw: a plot without points cannot be drawn on a log scale
 	}
 	if err := os.MkdirAll(plotDir, 0o755); err != nil {
 		return err
@@ -47,7 +49,7 @@ func run(kernelFile, sideFile, plotDir string) error {
 		"rss.png":    plotRSS,
 		"change.png": plotChange,
 	} {
-		if err := p(filepath.Join(plotDir, name), ks, ss); err != nil {
+		if err := p(filepath.Join(plotDir, name), curves, ss); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}

@@ -19,6 +19,7 @@ type kernelRun struct {
 	RSSMiB     float64 `json:"rss_mib"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	HeapMiB    float64 `json:"heap_after_gc_mib"`
+	dualFields         // -family dual's
 
 	ChurnSeconds   float64 `json:"churn_s"`
 	ChurnPerSecond int     `json:"churn_services_per_s"`

@@ -24,8 +24,8 @@ func printKernel(w io.Writer, ks []kernelRun) {
 	}
 	fmt.Fprintf(w, "| Services x10 eps%s | cold full sync (CPU) | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS | load avg |\n", kind)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range ks {
-		fmt.Fprintf(w, "| %d | %s (%s) | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.0f-%.0f |\n", r.Services, sec(r.ColdSecs), sec(r.ColdCPU),
+	for _, r := range bySizeDualLast(ks) {
+		fmt.Fprintf(w, "| %s | %s (%s) | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.0f-%.0f |\n", servicesLabel(r), sec(r.ColdSecs), sec(r.ColdCPU),
 			ms(r.ChangeP50), ms(r.ChangeP99), r.Samples, ms(r.ScaleSecs), ms(r.AddSecs), ms(r.ResyncSecs), sec(r.FullRead),
 			mib(r.HeapMiB), mib(r.RSSMiB), mib(r.PeakRSSMiB), r.LoadStart, r.LoadEnd)
 	}
@@ -42,13 +42,7 @@ func printChurn(w io.Writer, ks []kernelRun) {
 			r.ChurnPerSecond, r.ChurnSeconds, r.ChurnChanges, ms(r.ChurnP50), ms(r.ChurnP99), ms(r.ChurnMax),
 			r.ChurnSyncs, ms(r.ChurnSyncP50), ms(r.ChurnSyncMax), r.ChurnCPU, 100*r.ChurnCPU/r.ChurnSeconds))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | syncs, duration p50 / max | CPU used |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
-	fmt.Fprintln(w, strings.Join(rows, "\n"))
-	fmt.Fprintln(w)
+	writeTable(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | syncs, duration p50 / max | CPU used |", rows)
 }
 
 func printDataplane(w io.Writer, ks []kernelRun) {
@@ -60,13 +54,7 @@ func printDataplane(w io.Writer, ks []kernelRun) {
 		rows = append(rows, fmt.Sprintf("| %d | %d x %d + %d | %s / %s | %s / %s | x%.2f / x%.2f |", r.Services, r.Rounds, r.PerRound, r.PerRound,
 			us(r.ClusterIPP50), us(r.ClusterIPP99), us(r.DirectP50), us(r.DirectP99), r.RatioP50, r.RatioP99))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "| Services | interleaved rounds x connections (ClusterIP + direct) | new connection through the ClusterIP p50 / p99 | straight to the pod p50 / p99 | ratio p50 / p99 |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	fmt.Fprintln(w, strings.Join(rows, "\n"))
-	fmt.Fprintln(w)
+	writeTable(w, "| Services | interleaved rounds x connections (ClusterIP + direct) | new connection through the ClusterIP p50 / p99 | straight to the pod p50 / p99 | ratio p50 / p99 |", rows)
 }
 
 func printSide(w io.Writer, ss []sideRun) {
@@ -96,5 +84,17 @@ func printSide(w io.Writer, ss []sideRun) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
+	fmt.Fprintln(w)
+}
+
+// writeTable writes a Markdown table of header and rows (nothing when there are
+// no rows), with the separator line made from the header's columns.
+func writeTable(w io.Writer, header string, rows []string) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", strings.Count(header, "|")-1))
+	fmt.Fprintln(w, strings.Join(rows, "\n"))
 	fmt.Fprintln(w)
 }

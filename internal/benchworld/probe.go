@@ -20,35 +20,37 @@ type Prober struct {
 	ns      string
 	timeout time.Duration
 	mu      sync.Mutex
-	spare   []int
+	spare   map[int][]int // by address family: unix.AF_INET, unix.AF_INET6
 }
 
 // NewProber probes from the world's client namespace; timeout bounds each connect
 // and read (a SYN that nothing answers).
 func (w *World) NewProber(timeout time.Duration) *Prober {
-	return &Prober{ns: w.Client, timeout: timeout}
+	return &Prober{ns: w.Client, timeout: timeout, spare: map[int][]int{}}
 }
 
-func (p *Prober) socket() (int, error) {
+// socket returns a TCP socket of address family af made in the namespace.
+func (p *Prober) socket(af int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.spare) == 0 {
+	if len(p.spare[af]) == 0 {
 		err := netns.Do(netns.Path(p.ns), func() error {
 			for range 256 {
-				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				fd, err := unix.Socket(af, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 				if err != nil {
 					return fmt.Errorf("socket: %w", err)
 				}
-				p.spare = append(p.spare, fd)
+				p.spare[af] = append(p.spare[af], fd)
 			}
 			return nil
 		})
-		if err != nil && len(p.spare) == 0 {
+		if err != nil && len(p.spare[af]) == 0 {
 			return -1, err
 		}
 	}
-	fd := p.spare[len(p.spare)-1]
-	p.spare = p.spare[:len(p.spare)-1]
+	spare := p.spare[af]
+	fd := spare[len(spare)-1]
+	p.spare[af] = spare[:len(spare)-1]
 	return fd, nil
 }
 
@@ -56,10 +58,12 @@ func (p *Prober) socket() (int, error) {
 func (p *Prober) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, fd := range p.spare {
-		unix.Close(fd)
+	for _, fds := range p.spare {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 	}
-	p.spare = nil
+	p.spare = map[int][]int{}
 }
 
 // Probe connects to addr:port and returns the address of the endpoint that
@@ -67,7 +71,11 @@ func (p *Prober) Close() {
 // (connects with SO_SNDTIMEO are not restarted) returns an error wrapping
 // unix.EINTR: the attempt says nothing about the path, try again.
 func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
-	fd, err := p.socket()
+	af, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: port, Addr: addr.As16()})
+	if addr.Is4() {
+		af, sa = unix.AF_INET, &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
+	}
+	fd, err := p.socket(af)
 	if err != nil {
 		return netip.Addr{}, 0, err
 	}
@@ -80,7 +88,6 @@ func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect ti
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return netip.Addr{}, 0, fmt.Errorf("SO_RCVTIMEO: %w", err)
 	}
-	sa := &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
 	start := time.Now()
 	err = unix.Connect(fd, sa)
 	connect = time.Since(start)

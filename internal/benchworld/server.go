@@ -2,7 +2,6 @@ package benchworld
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -18,8 +17,10 @@ type addrServer struct {
 	once sync.Once
 }
 
-func serveAddrs(ns string, port int) (*addrServer, error) {
-	l, err := netns.Listen(ns, "tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+// serveAddrs listens on network ("tcp4", "tcp6": one family per server) at addr in
+// namespace ns.
+func serveAddrs(ns, network, addr string) (*addrServer, error) {
+	l, err := netns.Listen(ns, network, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ const (
 type World struct {
 	Node, Client, Pods string
 	server             *addrServer
+	server6            *addrServer // NewDual's
 }
 
 // New creates the namespaces prefix+"node", prefix+"client", prefix+"pods" and
@@ -85,7 +86,7 @@ func New(prefix string) (w *World, err error) {
 			return w, err
 		}
 	}
-	if w.server, err = serveAddrs(w.Pods, Port); err != nil {
+	if w.server, err = serveAddrs(w.Pods, "tcp4", fmt.Sprintf("0.0.0.0:%d", Port)); err != nil {
 		return w, fmt.Errorf("endpoint server: %w", err)
 	}
 	return w, nil
@@ -93,8 +94,10 @@ func New(prefix string) (w *World, err error) {
 
 // Close stops the server and removes the namespaces (killing what runs in them).
 func (w *World) Close() {
-	if w.server != nil {
-		w.server.close()
+	for _, s := range []*addrServer{w.server, w.server6} {
+		if s != nil {
+			s.close()
+		}
 	}
 	for _, n := range []string{w.Client, w.Pods, w.Node} {
 		_ = netns.Delete(n)

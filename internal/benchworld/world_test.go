@@ -29,17 +29,27 @@ func TestWorldAnswersAndRefuses(t *testing.T) {
 	w := newWorld(t)
 	p := w.NewProber(2 * time.Second)
 	defer p.Close()
-	for _, tc := range []struct {
-		addr    string
-		port    int
-		answers bool
-	}{
+	checkProbes(t, p, []probeCase{
 		{"10.128.0.1", Port, true},
 		{"10.150.3.4", Port, true},
 		{"10.191.255.254", Port, true},
 		{"10.96.4.0", 80, false},  // a ClusterIP no proxy translates
 		{"10.128.0.1", 81, false}, // nothing listens: refused
-	} {
+	})
+}
+
+// probeCase is one probe and whether it must be answered (by the address itself).
+type probeCase struct {
+	addr    string
+	port    int
+	answers bool
+}
+
+// checkProbes probes each case: an answer must come from the address itself, a
+// failure at once rather than after a timeout.
+func checkProbes(t *testing.T, p *Prober, cases []probeCase) {
+	t.Helper()
+	for _, tc := range cases {
 		a := netip.MustParseAddr(tc.addr)
 		start := time.Now()
 		got, _, err := p.Probe(a, tc.port)

@@ -24,7 +24,7 @@ func (ns *NS) Ping(dst string, timeout time.Duration) (bool, error) {
 	defer c.Close()
 	const id, seq = 0x5350, 1
 	msg := []byte{8, 0, 0, 0, id >> 8, id & 0xff, 0, seq, 's', 'v', 'c', 'p'}
-	binary.BigEndian.PutUint16(msg[2:], checksum(msg))
+	binary.BigEndian.PutUint16(msg[2:], Checksum(msg))
 	addr := &net.IPAddr{IP: net.ParseIP(dst)}
 	if _, err := c.WriteTo(msg, addr); err != nil {
 		return false, fmt.Errorf("send echo to %s: %w", dst, err)
@@ -47,7 +47,9 @@ func (ns *NS) Ping(dst string, timeout time.Duration) (bool, error) {
 	}
 }
 
-func checksum(b []byte) uint16 {
+// Checksum is the Internet checksum (RFC 1071) of b, for ICMP messages and, over a
+// pseudo-header and the segment, TCP segments written on raw sockets.
+func Checksum(b []byte) uint16 {
 	var s uint32
 	for i := 0; i+1 < len(b); i += 2 {
 		s += uint32(b[i])<<8 | uint32(b[i+1])

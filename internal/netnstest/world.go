@@ -97,13 +97,24 @@ func StartEcho(t testing.TB, ns *NS, name string) {
 
 // Get makes one HTTP request on a new connection from ns and returns who answered.
 func (ns *NS) Get(addr string, timeout time.Duration) (string, error) {
-	c, err := ns.Dial("tcp", addr, timeout)
+	return ns.GetFrom("", addr, "/", timeout)
+}
+
+// GetFrom requests path on a new connection from source address src in ns ("" lets
+// the kernel choose) and returns the body: who answered for "/", the address the
+// server saw for "/clientip".
+func (ns *NS) GetFrom(src, addr, path string, timeout time.Duration) (string, error) {
+	local := ""
+	if src != "" {
+		local = net.JoinHostPort(src, "0")
+	}
+	c, err := ns.DialFrom("tcp", local, addr, timeout)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.0\r\nHost: x\r\n\r\n"); err != nil {
 		return "", err
 	}
 	b, err := io.ReadAll(c)

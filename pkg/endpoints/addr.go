@@ -57,8 +57,16 @@ func parseIPOfFamily(s string, fam Family) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
+	if addr.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("IP %q %s", s, mappedReason)
+	}
 	if !fam.matches(addr) {
 		return netip.Addr{}, fmt.Errorf("IP %q is not %s", s, fam)
 	}
 	return addr, nil
 }
+
+// mappedReason is why an IPv4-mapped IPv6 address (::ffff:a.b.c.d) is never used:
+// the API server rejects them in cluster and pod IPs, and reading one as IPv4
+// would program another address than the object names.
+const mappedReason = "is IPv4-mapped IPv6 (::ffff:0:0/96), which Kubernetes rejects"

@@ -12,7 +12,8 @@ import (
 // input order, so renderers produce deterministic output. It returns nil when
 // nothing is usable and never aliases eps.
 func UsableEndpoints(eps []Endpoint) []Endpoint {
-	var ready, fallback []Endpoint
+	ready := make([]Endpoint, 0, len(eps)) // usually all of them
+	var fallback []Endpoint
 	for _, e := range eps {
 		switch {
 		case e.Ready:

@@ -3,7 +3,6 @@ package endpoints
 import (
 	"context"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -27,118 +26,92 @@ type Clients struct {
 	WatchList any
 }
 
-// Informers are the core/v1 Service and discovery/v1 EndpointSlice informers
-// svcproxy watches the cluster with.
+// Informers watch Services and EndpointSlices for svcproxy: one reflector per
+// kind, like an informer's, but writing into a feed instead of a cache, so
+// that the only copy of what svcproxy reads is the trackers' (see feed).
 type Informers struct {
-	Services       cache.SharedIndexInformer
-	EndpointSlices cache.SharedIndexInformer
+	services, slices         *feed
+	servicesRefl, slicesRefl *cache.Reflector
 }
 
-// NewInformers builds the Service and EndpointSlice informers on a
+// NewInformers builds the Service and EndpointSlice reflectors on a
 // RetryingListerWatcher, so that they resume within o.Interval of an API
 // server outage instead of after client-go's backoff of up to a minute.
 // tweak (may be nil) edits every List and Watch request (label and field
-// selectors); resync is the informers' resync period.
-func NewInformers(c Clients, resync time.Duration, tweak func(*metav1.ListOptions), o RetryOptions) Informers {
+// selectors). There is no resync period: with no cache there is nothing to
+// re-deliver, and the trackers would drop every resynced object as unchanged.
+func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) Informers {
 	if tweak == nil {
 		tweak = func(*metav1.ListOptions) {}
 	}
-	return Informers{
-		Services: retryingInformer(c.WatchList, &v1.Service{}, "Services", resync, o,
-			func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				tweak(&opts)
-				return c.Core.Services(metav1.NamespaceAll).List(ctx, opts)
-			},
-			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				tweak(&opts)
-				return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
-			}),
-		EndpointSlices: retryingInformer(c.WatchList, &discoveryv1.EndpointSlice{}, "EndpointSlices", resync, o,
-			func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				tweak(&opts)
-				return c.Discovery.EndpointSlices(metav1.NamespaceAll).List(ctx, opts)
-			},
-			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				tweak(&opts)
-				return c.Discovery.EndpointSlices(metav1.NamespaceAll).Watch(ctx, opts)
-			}),
-	}
+	i := Informers{services: newFeed(KindService), slices: newFeed(KindEndpointSlice)}
+	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o,
+		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+			return c.Core.Services(metav1.NamespaceAll).List(ctx, opts)
+		},
+		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+			return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
+		})
+	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
+		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+			return c.Discovery.EndpointSlices(metav1.NamespaceAll).List(ctx, opts)
+		},
+		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+			return c.Discovery.EndpointSlices(metav1.NamespaceAll).Watch(ctx, opts)
+		})
+	return i
 }
 
-// Start runs both informers until stop is closed.
+// Start runs both reflectors until stop is closed.
 func (i Informers) Start(stop <-chan struct{}) {
-	go i.Services.Run(stop)
-	go i.EndpointSlices.Run(stop)
+	go i.servicesRefl.Run(stop)
+	go i.slicesRefl.Run(stop)
 }
 
-// retryingInformer is what client-go's generated informer constructors
-// build (namespace index included), on a RetryingListerWatcher, keeping
-// trimmed copies of the objects (TrimObject).
-func retryingInformer(client any, obj runtime.Object, what string, resync time.Duration, o RetryOptions,
+// reflectorInto lists and watches one kind into f: objects delivered as they
+// arrive (a watch-list stream through f's Transformer, else a paged list),
+// each request retried through outages (RetryingListerWatcher).
+func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
-) cache.SharedIndexInformer {
+) *cache.Reflector {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
-	inf := cache.NewSharedIndexInformerWithOptions(RetryingListerWatcher(lw, what, o), obj, cache.SharedIndexInformerOptions{
-		ResyncPeriod: resync,
-		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
-	// The cache holds every object for as long as svcproxy runs: only what it reads.
-	// SetTransform fails only on a started informer, and this one is not.
-	_ = inf.SetTransform(TrimObject)
-	return inf
+	retrying := RetryingListerWatcher(lw, what, o)
+	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize}
+	return cache.NewReflectorWithOptions(paged, obj, f, cache.ReflectorOptions{Name: "svcproxy " + what, TypeDescription: what})
 }
 
-// RegisterSynced wires the Service and EndpointSlice informers to t and
-// returns a function that reports whether both handlers have received their
-// informer's initial list. Call it before Start so the initial lists are
-// delivered. A sync loop should wait for hasSynced before its first Take;
-// rendering earlier would remove rules for Services that simply have not
-// been listed yet.
-func RegisterSynced(i Informers, t *Tracker) (hasSynced func() bool, err error) {
-	svcReg, err := i.Services.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
+// RegisterSynced wires the Service and EndpointSlice reflectors to every tracker
+// (one per IP family a dual-stack node serves: the same objects, each tracker
+// keeping what belongs to its family) and returns a function that reports
+// whether every tracker has received both initial lists. Call it before Start.
+// A sync loop should wait for hasSynced before its first Take; rendering
+// earlier would remove rules for Services that simply have not been listed yet.
+func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, err error) {
+	if len(trackers) == 0 {
+		return nil, fmt.Errorf("register informer handlers: no tracker")
+	}
+	for _, t := range trackers {
+		i.services.upserts = append(i.services.upserts, func(obj any) {
 			if svc, ok := obj.(*v1.Service); ok {
 				t.OnServiceAdd(svc)
 			} else {
 				t.reportUnexpected(KindService, obj)
 			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			svc, ok := newObj.(*v1.Service)
-			if !ok {
-				t.reportUnexpected(KindService, newObj)
-				return
-			}
-			old, _ := oldObj.(*v1.Service)
-			t.OnServiceUpdate(old, svc)
-		},
-		DeleteFunc: t.OnServiceDeleteObj,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("register Service event handler: %w", err)
-	}
-	sliceReg, err := i.EndpointSlices.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
+		})
+		i.services.deletes = append(i.services.deletes, t.OnServiceDeleteObj)
+		i.slices.upserts = append(i.slices.upserts, func(obj any) {
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				t.OnEndpointSliceAdd(s)
 			} else {
 				t.reportUnexpected(KindEndpointSlice, obj)
 			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			s, ok := newObj.(*discoveryv1.EndpointSlice)
-			if !ok {
-				t.reportUnexpected(KindEndpointSlice, newObj)
-				return
-			}
-			old, _ := oldObj.(*discoveryv1.EndpointSlice)
-			t.OnEndpointSliceUpdate(old, s)
-		},
-		DeleteFunc: t.OnEndpointSliceDeleteObj,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("register EndpointSlice event handler: %w", err)
+		})
+		i.slices.deletes = append(i.slices.deletes, t.OnEndpointSliceDeleteObj)
 	}
-	return func() bool { return svcReg.HasSynced() && sliceReg.HasSynced() }, nil
+	return func() bool { return i.services.hasSynced() && i.slices.hasSynced() }, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -22,7 +24,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	defer cancel()
 
 	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")))
-	inf := NewInformers(fakeClients(client), 0, nil, RetryOptions{})
+	inf := NewInformers(fakeClients(client), nil, RetryOptions{})
 	tr := NewTracker(TrackerOptions{})
 	hasSynced, err := RegisterSynced(inf, tr)
 	if err != nil {
@@ -101,7 +103,7 @@ func TestInformersSelectWatches(t *testing.T) {
 		watched[a.GetResource().Resource] = r.Labels.String() + " " + r.Fields.String()
 		return false, nil, nil
 	})
-	inf := NewInformers(fakeClients(client), 42*time.Minute, func(o *metav1.ListOptions) {
+	inf := NewInformers(fakeClients(client), func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = "a=b", "metadata.name=n"
 	}, RetryOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,7 +144,7 @@ func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
 		return false, nil, nil
 	})
 	const selector = "!service.kubernetes.io/service-proxy-name"
-	inf := NewInformers(fakeClients(client), 0, func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
+	inf := NewInformers(fakeClients(client), func(o *metav1.ListOptions) { o.LabelSelector = selector }, RetryOptions{Interval: time.Millisecond})
 	tr := NewTracker(TrackerOptions{})
 	hasSynced, err := RegisterSynced(inf, tr)
 	if err != nil {
@@ -165,4 +167,114 @@ func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
 			t.Errorf("%s: %d refused lists, selector %q; want 5, %q", res, refused[res], selectors[res], selector)
 		}
 	}
+}
+
+// TestRegisterFeedsEveryFamily: one pair of informers feeds the IPv4 and the
+// IPv6 tracker of a dual-stack node; each serves a dual-stack Service on its own
+// family's ClusterIP with its own family's endpoints, and waits for both.
+func TestRegisterFeedsEveryFamily(t *testing.T) {
+	svc := makeService("ns", "a", "fd00:96::1", []v1.ServicePort{tcpPort("http", 80)}, func(s *v1.Service) {
+		s.Spec.ClusterIPs = []string{"fd00:96::1", "10.96.0.1"} // IPv6-primary
+	})
+	six := makeSlice("ns", "a-6", "a", []discoveryv1.EndpointPort{slicePortOf("http", v1.ProtocolTCP, 8080)}, readyEP("fd00:244::2"))
+	six.AddressType = discoveryv1.AddressTypeIPv6
+	client := fake.NewClientset(svc, sliceA1(readyEP("10.244.0.2")), six)
+	inf := NewInformers(fakeClients(client), nil, RetryOptions{})
+	v4 := NewTracker(TrackerOptions{Family: IPv4})
+	v6 := NewTracker(TrackerOptions{Family: IPv6})
+	hasSynced, err := RegisterSynced(inf, v4, v6)
+	if err != nil {
+		t.Fatalf("RegisterSynced: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
+		t.Fatal("handlers never synced")
+	}
+	for _, tc := range []struct {
+		tr        *Tracker
+		clusterIP string
+		endpoint  Endpoint
+	}{
+		{v4, "10.96.0.1", readyAt("10.244.0.2", 8080)},
+		{v6, "fd00:96::1", readyAt("fd00:244::2", 8080)},
+	} {
+		snap, _, _ := tc.tr.Take()
+		name := spnOf(keyA, "http", "TCP")
+		if got := snap.Services[name].ClusterIP; got != addr(tc.clusterIP) {
+			t.Errorf("%s tracker: ClusterIP %v, want %s", tc.tr.family, got, tc.clusterIP)
+		}
+		if got := snap.Endpoints[name]; len(got) != 1 || got[0] != tc.endpoint {
+			t.Errorf("%s tracker: endpoints %v, want only %v", tc.tr.family, got, tc.endpoint)
+		}
+	}
+
+	// A change reaches both.
+	if err := client.CoreV1().Services("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []*Tracker{v4, v6} {
+		poll.Eventually(t, 10*time.Second, tr.family.String()+" delete", func() (bool, string) {
+			snap, _, _ := tr.Take()
+			return len(snap.Services) == 0, fmt.Sprintf("%d Services", len(snap.Services))
+		})
+	}
+}
+
+func TestRegisterNeedsATracker(t *testing.T) {
+	inf := NewInformers(fakeClients(fake.NewClientset()), nil, RetryOptions{})
+	if _, err := RegisterSynced(inf); err == nil {
+		t.Fatal("RegisterSynced without a tracker: no error")
+	}
+}
+
+// TestInformersRelistDeletesWhatIsGone: when a watch ends with 410 Gone, the
+// reflector relists, and a Service deleted while no watch saw it leaves the
+// tracker: the feed keeps no objects, but it knows their keys.
+func TestInformersRelistDeletesWhatIsGone(t *testing.T) {
+	client := fake.NewClientset(svcA(), svcB())
+	var mu sync.Mutex
+	var watchers []*watch.FakeWatcher
+	client.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		w := watch.NewFake() // sees nothing the test does not send
+		watchers = append(watchers, w)
+		return true, w, nil
+	})
+	inf := NewInformers(fakeClients(client), nil, RetryOptions{})
+	tr := NewTracker(TrackerOptions{})
+	hasSynced, err := RegisterSynced(inf, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
+		t.Fatal("never synced")
+	}
+	if snap, _, _ := tr.Take(); len(snap.Services) != 2 {
+		t.Fatalf("%d Service ports listed, want a's and b's", len(snap.Services))
+	}
+	poll.Eventually(t, 10*time.Second, "a services watch", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(watchers) > 0, "no watch yet"
+	})
+	// b goes while no watch tells: only the relist can.
+	if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("services"), "ns", "b"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	w := watchers[0]
+	mu.Unlock()
+	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+	poll.Eventually(t, 10*time.Second, "b deleted by the relist", func() (bool, string) {
+		snap, _, _ := tr.Take()
+		_, hasA := snap.Services[portA.Name]
+		_, hasB := snap.Services[portB.Name]
+		return hasA && !hasB, fmt.Sprintf("a %v, b %v", hasA, hasB)
+	})
 }

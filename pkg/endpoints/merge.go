@@ -13,9 +13,12 @@ type portMatch struct{ Name, Protocol string }
 // mergeEndpoints computes the endpoints of each port in ports from all the
 // Service's slices. Only ports with at least one endpoint appear in the
 // result.
-func mergeEndpoints(ports []ServicePort, slicesByName map[string]*sliceData) map[ServicePortName][]Endpoint {
+func mergeEndpoints(ports []ServicePort, slicesByName serviceSlices) map[ServicePortName][]Endpoint {
 	if len(ports) == 0 || len(slicesByName) == 0 {
 		return nil
+	}
+	if shared, ok := oneSliceEndpoints(ports, slicesByName); ok {
+		return shared
 	}
 	wanted := make(map[portMatch]ServicePortName, len(ports))
 	for _, p := range ports {
@@ -57,4 +60,32 @@ func mergeEndpoints(ports []ServicePort, slicesByName map[string]*sliceData) map
 		out[name] = eps
 	}
 	return out
+}
+
+// oneSliceEndpoints is mergeEndpoints for the common Service: one port, one slice
+// with one port, whose endpoints (already carrying that port, see sliceData) are
+// distinct. The slice's own list is the result, capped so that an append by a
+// reader copies instead of writing into it: the tracker then holds the endpoints
+// once, not once per slice and again per port. ok is false when the general merge
+// is needed.
+func oneSliceEndpoints(ports []ServicePort, slicesByName serviceSlices) (map[ServicePortName][]Endpoint, bool) {
+	if len(ports) != 1 || len(slicesByName) != 1 {
+		return nil, false
+	}
+	d := slicesByName[0].sliceData
+	sp := ports[0].Name
+	if len(d.Ports) != 1 || d.Ports[0].Name != sp.Port || d.Ports[0].Protocol != sp.Protocol {
+		return nil, false
+	}
+	eps := d.Endpoints
+	for i, e := range eps {
+		// Sorted by address and port (extractSlice): a duplicate is next to its twin.
+		if e.Port != d.Ports[0].Port || (i > 0 && eps[i-1].AddrPort() == e.AddrPort()) {
+			return nil, false
+		}
+	}
+	if len(eps) == 0 {
+		return nil, true
+	}
+	return map[ServicePortName][]Endpoint{sp: eps[:len(eps):len(eps)]}, true
 }

@@ -118,7 +118,7 @@ func TestMergeEndpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := mergeEndpoints(tt.ports, tt.slices)
+			got := mergeEndpoints(tt.ports, slicesOf(tt.slices))
 			if len(tt.want) == 0 && len(got) == 0 {
 				return
 			}
@@ -141,9 +141,18 @@ func TestMergeEndpointsDeterministic(t *testing.T) {
 		}
 	}
 	for range 50 {
-		got := mergeEndpoints([]ServicePort{port}, slices)[port.Name]
+		got := mergeEndpoints([]ServicePort{port}, slicesOf(slices))[port.Name]
 		if len(got) != 1 || got[0].NodeName != "node-0" {
 			t.Fatalf("merge picked %+v, want the single endpoint from node-0", got)
 		}
 	}
+}
+
+// slicesOf lists the slices of a map, in the map's (random) order.
+func slicesOf(m map[string]*sliceData) serviceSlices {
+	var ss serviceSlices
+	for name, d := range m {
+		ss = append(ss, namedSlice{name: name, sliceData: d})
+	}
+	return ss
 }

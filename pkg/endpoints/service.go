@@ -133,6 +133,10 @@ func serviceClusterIP(svc *v1.Service, fam Family, report func(error)) (netip.Ad
 			parseErrs = append(parseErrs, fmt.Errorf("spec.clusterIPs[%d]: %w", i, err))
 			continue
 		}
+		if addr.Is4In6() {
+			parseErrs = append(parseErrs, fmt.Errorf("spec.clusterIPs[%d]: %s %s: Service not proxied", i, addr, mappedReason))
+			continue
+		}
 		if fam.matches(addr) {
 			if why := ReservedReason(addr); why != "" {
 				// Capturing it would take the node's own traffic (127.0.0.1:80 is

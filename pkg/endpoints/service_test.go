@@ -201,6 +201,51 @@ func TestServicePorts(t *testing.T) {
 			wantErr: []string{`::1 is loopback`},
 		},
 		{
+			name:    "IPv6 link-local clusterIP refused",
+			fam:     IPv6,
+			svc:     makeService("ns", "svc", "fe80::10", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`fe80::10 is link-local`},
+		},
+		{
+			name:    "IPv6 multicast clusterIP refused",
+			fam:     IPv6,
+			svc:     makeService("ns", "svc", "ff05::2", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`ff05::2 is multicast`},
+		},
+		{
+			name:    "IPv6 unspecified clusterIP refused",
+			fam:     IPv6,
+			svc:     makeService("ns", "svc", "::", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`unspecified`},
+		},
+		{
+			// Kubernetes rejects these; read as IPv4 they would program another address.
+			name:    "IPv4-mapped IPv6 clusterIP refused for IPv6",
+			fam:     IPv6,
+			svc:     makeService("ns", "svc", "::ffff:10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`::ffff:10.96.0.10 is IPv4-mapped`},
+		},
+		{
+			name:    "IPv4-mapped IPv6 clusterIP refused for IPv4",
+			svc:     makeService("ns", "svc", "::ffff:10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}),
+			wantErr: []string{`::ffff:10.96.0.10 is IPv4-mapped`},
+		},
+		{
+			name: "dual-stack with a loopback IPv6 entry still serves IPv4",
+			svc: makeService("ns", "svc", "10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}, func(s *v1.Service) {
+				s.Spec.ClusterIPs = []string{"10.96.0.10", "::1"}
+			}),
+			want: []ServicePort{{Name: spn("http", "TCP"), ClusterIP: ip, Port: 80}},
+		},
+		{
+			name: "dual-stack with a loopback IPv6 entry refused for IPv6",
+			fam:  IPv6,
+			svc: makeService("ns", "svc", "10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}, func(s *v1.Service) {
+				s.Spec.ClusterIPs = []string{"10.96.0.10", "::1"}
+			}),
+			wantErr: []string{`spec.clusterIPs[1]: ::1 is loopback`},
+		},
+		{
 			name: "ClientIP affinity default timeout",
 			svc:  makeService("ns", "svc", "10.96.0.10", []v1.ServicePort{tcpPort("http", 80)}, withAffinity(nil)),
 			want: []ServicePort{{Name: spn("http", "TCP"), ClusterIP: ip, Port: 80, SessionAffinity: true, AffinityTimeout: 10800 * time.Second}},

@@ -26,9 +26,49 @@ type slicePort struct {
 // that can affect rendering, in canonical order, so that two versions of a
 // slice can be compared to detect no-op updates.
 type sliceData struct {
-	Service   ServiceKey
-	Ports     []slicePort
-	Endpoints []Endpoint // Port is zero: the port comes from Ports
+	Service ServiceKey
+	Ports   []slicePort
+	// Endpoints carry the slice's port when it has exactly one (the common case:
+	// mergeEndpoints can then hand this very list to the snapshot instead of a
+	// copy), else Port is zero and comes from Ports.
+	Endpoints []Endpoint
+}
+
+// serviceSlices are one Service's slices by name. A Service has few (the
+// EndpointSlice controller puts up to 100 endpoints in each), so a list searched
+// by name costs less than a map per Service, which at 30k Services was ~250
+// bytes each.
+type serviceSlices []namedSlice
+
+type namedSlice struct {
+	name string
+	*sliceData
+}
+
+// get returns the slice called name, nil if there is none.
+func (ss serviceSlices) get(name string) *sliceData {
+	for _, s := range ss {
+		if s.name == name {
+			return s.sliceData
+		}
+	}
+	return nil
+}
+
+// with returns ss with the slice called name set to d.
+func (ss serviceSlices) with(name string, d *sliceData) serviceSlices {
+	for i := range ss {
+		if ss[i].name == name {
+			ss[i].sliceData = d
+			return ss
+		}
+	}
+	return append(ss, namedSlice{name: name, sliceData: d})
+}
+
+// without returns ss without the slice called name.
+func (ss serviceSlices) without(name string) serviceSlices {
+	return slices.DeleteFunc(ss, func(s namedSlice) bool { return s.name == name })
 }
 
 func (d *sliceData) equal(o *sliceData) bool {
@@ -80,6 +120,8 @@ func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) 
 		d.Ports = append(d.Ports, slicePort{Name: name, Protocol: proto, Port: num})
 	}
 
+	// Sized once: the tracker keeps this list for as long as the slice lives.
+	d.Endpoints = make([]Endpoint, 0, len(s.Endpoints))
 	for i, ep := range s.Endpoints {
 		// The API says all addresses of an endpoint are fungible and consumers
 		// may use only the first; kube-proxy does exactly that.
@@ -104,6 +146,14 @@ func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) 
 	slices.SortFunc(d.Ports, func(a, b slicePort) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 	})
+	if len(d.Ports) == 1 {
+		for i := range d.Endpoints {
+			d.Endpoints[i].Port = d.Ports[0].Port
+		}
+	}
+	if len(d.Endpoints) == 0 {
+		d.Endpoints = nil // as before sizing: an empty slice compares and prints as none
+	}
 	slices.SortFunc(d.Endpoints, func(a, b Endpoint) int {
 		return cmp.Or(compareEndpoints(a, b), compareConditions(a, b))
 	})
@@ -123,6 +173,7 @@ func endpointFromConditions(addr netip.Addr, ep discoveryv1.Endpoint) Endpoint {
 	if ep.NodeName != nil {
 		e.NodeName = *ep.NodeName
 	}
+	e.Topology = topologyOf(ep)
 	return e
 }
 
@@ -135,4 +186,23 @@ func addressTypeMatches(t discoveryv1.AddressType, fam Family) bool {
 	default:
 		return false
 	}
+}
+
+// topologyOf is the endpoint's zone and hints (the zero Topology for most
+// endpoints: those of Services without trafficDistribution or topology mode).
+func topologyOf(ep discoveryv1.Endpoint) Topology {
+	var zone string
+	if ep.Zone != nil {
+		zone = *ep.Zone
+	}
+	var forZones, forNodes []string
+	if h := ep.Hints; h != nil {
+		for _, z := range h.ForZones {
+			forZones = append(forZones, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			forNodes = append(forNodes, n.Name)
+		}
+	}
+	return NewTopology(zone, forZones, forNodes)
 }

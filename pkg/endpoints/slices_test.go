@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,6 +81,23 @@ func TestExtractSlice(t *testing.T) {
 			}},
 		},
 		{
+			name: "zone and hints kept; an endpoint without them has the zero Topology",
+			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http}, func() discoveryv1.Endpoint {
+				e := readyEP("10.0.0.1")
+				e.Zone = ptr("zone-a")
+				e.Hints = &discoveryv1.EndpointHints{
+					ForZones: []discoveryv1.ForZone{{Name: "zone-b"}, {Name: "zone-a"}},
+					ForNodes: []discoveryv1.ForNode{{Name: "node-a"}},
+				}
+				return e
+			}(), readyEP("10.0.0.2")),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
+				{Addr: addr("10.0.0.1"), Ready: true, Serving: true,
+					Topology: NewTopology("zone-a", []string{"zone-a", "zone-b"}, []string{"node-a"})},
+				{Addr: addr("10.0.0.2"), Ready: true, Serving: true},
+			}},
+		},
+		{
 			name: "port defaults: nil name => \"\", nil protocol => TCP; nil port skipped silently",
 			slice: makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{
 				{Port: ptr[int32](80)},
@@ -146,6 +164,19 @@ func TestExtractSlice(t *testing.T) {
 			wantErr: []string{`address ::1 is loopback`, `address fe80::1 is link-local`, `address ff02::1 is multicast`},
 		},
 		{
+			name: "IPv4-mapped and unspecified IPv6 endpoints skipped",
+			fam:  IPv6,
+			slice: func() *discoveryv1.EndpointSlice {
+				s := makeSlice("ns", "s1", "svc", []discoveryv1.EndpointPort{http},
+					readyEP("::ffff:10.0.0.1"), readyEP("::"), readyEP("fd00::1"))
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				return s
+			}(),
+			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
+				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+			wantErr: []string{`"::ffff:10.0.0.1" is IPv4-mapped`, `unspecified`},
+		},
+		{
 			name:  "slice with no ports still records its service",
 			slice: makeSlice("ns", "s1", "svc", nil, readyEP("10.0.0.1")),
 			want: &sliceData{Service: svc,
@@ -156,7 +187,7 @@ func TestExtractSlice(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var errs errCollector
 			got := extractSlice(tt.slice, tt.fam, errs.report)
-			if diff := cmp.Diff(tt.want, got, cmpOpts...); diff != "" {
+			if diff := cmp.Diff(withOnlyPort(tt.want), got, cmpOpts...); diff != "" {
 				t.Errorf("sliceData (-want +got):\n%s", diff)
 			}
 			if len(errs) != len(tt.wantErr) {
@@ -190,4 +221,27 @@ func TestExtractSliceCanonicalOrder(t *testing.T) {
 	if da.equal(extractSlice(c, IPv4, func(error) {})) {
 		t.Error("a condition change must make slices unequal")
 	}
+}
+
+// withOnlyPort is want as extractSlice gives it: the endpoints of a slice with one
+// port carry that port (see sliceData).
+func withOnlyPort(want *sliceData) *sliceData {
+	if want == nil || len(want.Ports) != 1 {
+		return want
+	}
+	w := *want
+	w.Endpoints = slices.Clone(want.Endpoints)
+	for i := range w.Endpoints {
+		w.Endpoints[i].Port = w.Ports[0].Port
+	}
+	return &w
+}
+
+// A slice of two ports leaves the port to mergeEndpoints: an endpoint serves both.
+func TestExtractSliceTwoPortsNoEndpointPort(t *testing.T) {
+	s := makeSlice("ns", "s1", "svc",
+		[]discoveryv1.EndpointPort{slicePortOf("a", v1.ProtocolTCP, 1), slicePortOf("b", v1.ProtocolUDP, 2)},
+		readyEP("10.0.0.1"))
+	d := extractSlice(s, IPv4, func(error) {})
+	mustEqualf(t, d.Endpoints[0].Port, 0, "port of an endpoint of a two-port slice")
 }

@@ -71,7 +71,7 @@ type Tracker struct {
 	losing map[ServiceKey]lostTo
 	// slicesBySvc holds slices by Service and slice name; kept even when the
 	// Service is absent because slices may arrive first.
-	slicesBySvc map[ServiceKey]map[string]*sliceData
+	slicesBySvc map[ServiceKey]serviceSlices
 	// sliceOwner remembers which Service a slice was filed under, so a delete
 	// or relabel can find it without trusting the (possibly stale) object.
 	sliceOwner map[sliceKey]ServiceKey
@@ -109,7 +109,7 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		services:        make(map[ServiceKey]serviceEntry),
 		claims:          make(map[netip.Addr][]ServiceKey),
 		losing:          make(map[ServiceKey]lostTo),
-		slicesBySvc:     make(map[ServiceKey]map[string]*sliceData),
+		slicesBySvc:     make(map[ServiceKey]serviceSlices),
 		sliceOwner:      make(map[sliceKey]ServiceKey),
 		dirty:           make(map[ServiceKey]time.Time),
 		snapServices:    make(map[ServicePortName]ServicePort),
@@ -244,7 +244,7 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 		t.counts.EndpointSliceEvent()
 	}
 	owner, had := t.sliceOwner[key]
-	if had && d != nil && t.slicesBySvc[owner][key.Name].equal(d) {
+	if had && d != nil && t.slicesBySvc[owner].get(key.Name).equal(d) {
 		return
 	}
 	if had || d != nil {
@@ -252,8 +252,9 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 		defer t.countsLocked()
 	}
 	if had {
-		delete(t.slicesBySvc[owner], key.Name)
-		if len(t.slicesBySvc[owner]) == 0 {
+		if rest := t.slicesBySvc[owner].without(key.Name); len(rest) > 0 {
+			t.slicesBySvc[owner] = rest
+		} else {
 			delete(t.slicesBySvc, owner)
 		}
 		delete(t.sliceOwner, key)
@@ -270,12 +271,7 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 	if !trigger.IsZero() && trigger.After(t.started) {
 		t.triggers[d.Service] = append(t.triggers[d.Service], trigger)
 	}
-	byName := t.slicesBySvc[d.Service]
-	if byName == nil {
-		byName = make(map[string]*sliceData)
-		t.slicesBySvc[d.Service] = byName
-	}
-	byName[key.Name] = d
+	t.slicesBySvc[d.Service] = t.slicesBySvc[d.Service].with(key.Name, d)
 	t.sliceOwner[key] = d.Service
 	t.markDirtyLocked(d.Service)
 }
@@ -329,9 +325,9 @@ func (t *Tracker) TakeChanges() Changes {
 			c.TriggerTimes[key] = tt
 		}
 	}
-	clear(t.dirty)
-	clear(t.triggers)
-	clear(t.pendingServices)
+	t.dirty = emptied(t.dirty)
+	t.triggers = emptied(t.triggers)
+	t.pendingServices = emptied(t.pendingServices)
 	t.pendingSliceEvents = 0
 	t.countsLocked()
 	active := len(t.losing)
@@ -412,4 +408,15 @@ func deletedKey[T interface {
 		return o.GetNamespace(), o.GetName(), true
 	}
 	return "", "", false
+}
+
+// emptied returns m without entries. A map that held many (the cold start's
+// Take marks every Service) is replaced rather than cleared: clear keeps its
+// buckets, megabytes at 30k Services, for the rest of the process's life.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > 1024 {
+		return make(map[K]V)
+	}
+	clear(m)
+	return m
 }

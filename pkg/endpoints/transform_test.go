@@ -3,6 +3,7 @@ package endpoints
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,16 +46,15 @@ func TestTrimService(t *testing.T) {
 	dist := v1.ServiceTrafficDistributionPreferClose
 	vip := v1.LoadBalancerIPModeVIP
 	timeout := int32(60)
-	full := &v1.Service{
-		TypeMeta:   metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
-		ObjectMeta: bulkyMeta("ns", "web", map[string]string{LabelServiceProxyName: "other"}, nil),
-		Spec: v1.ServiceSpec{
+	// kept is every spec field a proxy reads: what TrimService keeps.
+	kept := func() v1.ServiceSpec {
+		return v1.ServiceSpec{
 			Type:       v1.ServiceTypeLoadBalancer,
 			ClusterIP:  "10.96.0.10",
 			ClusterIPs: []string{"10.96.0.10", "fd00::10"},
 			IPFamilies: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
 			Ports: []v1.ServicePort{
-				{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080, TargetPort: intstr.FromString("web"), AppProtocol: ptr("http")},
+				{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080},
 				{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53},
 			},
 			ExternalIPs:                   []string{"192.0.2.1"},
@@ -66,13 +66,21 @@ func TestTrimService(t *testing.T) {
 			LoadBalancerSourceRanges:      []string{"198.51.100.0/24"},
 			AllocateLoadBalancerNodePorts: &alloc,
 			TrafficDistribution:           &dist,
-			// Read by controllers, not by a proxy:
-			Selector:                 map[string]string{"app": "web"},
-			LoadBalancerIP:           "192.0.2.9",
-			LoadBalancerClass:        ptr("example.com/lb"),
-			PublishNotReadyAddresses: true,
-			IPFamilyPolicy:           ptr(v1.IPFamilyPolicyPreferDualStack),
-		},
+		}
+	}
+	spec := kept()
+	// Read by controllers, not by a proxy:
+	spec.Ports[0].TargetPort = intstr.FromString("web")
+	spec.Ports[0].AppProtocol = ptr("http")
+	spec.Selector = map[string]string{"app": "web"}
+	spec.LoadBalancerIP = "192.0.2.9"
+	spec.LoadBalancerClass = ptr("example.com/lb")
+	spec.PublishNotReadyAddresses = true
+	spec.IPFamilyPolicy = ptr(v1.IPFamilyPolicyPreferDualStack)
+	full := &v1.Service{
+		TypeMeta:   metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
+		ObjectMeta: bulkyMeta("ns", "web", map[string]string{LabelServiceProxyName: "other"}, nil),
+		Spec:       spec,
 		Status: v1.ServiceStatus{
 			LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{
 				{IP: "192.0.2.2", IPMode: &vip, Hostname: "lb.example.com", Ports: []v1.PortStatus{{Port: 80, Protocol: v1.ProtocolTCP}}},
@@ -92,25 +100,7 @@ func TestTrimService(t *testing.T) {
 			TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-web", ResourceVersion: "42",
 				CreationTimestamp: trimCreated, Labels: map[string]string{LabelServiceProxyName: "other"}},
-			Spec: v1.ServiceSpec{
-				Type:       v1.ServiceTypeLoadBalancer,
-				ClusterIP:  "10.96.0.10",
-				ClusterIPs: []string{"10.96.0.10", "fd00::10"},
-				IPFamilies: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol},
-				Ports: []v1.ServicePort{
-					{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080},
-					{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53},
-				},
-				ExternalIPs:                   []string{"192.0.2.1"},
-				SessionAffinity:               v1.ServiceAffinityClientIP,
-				SessionAffinityConfig:         &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}},
-				ExternalTrafficPolicy:         v1.ServiceExternalTrafficPolicyLocal,
-				InternalTrafficPolicy:         &local,
-				HealthCheckNodePort:           32000,
-				LoadBalancerSourceRanges:      []string{"198.51.100.0/24"},
-				AllocateLoadBalancerNodePorts: &alloc,
-				TrafficDistribution:           &dist,
-			},
+			Spec:   kept(),
 			Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.2", IPMode: &vip}}}},
 		}},
 	}
@@ -136,16 +126,20 @@ func TestTrimService(t *testing.T) {
 func TestTrimEndpointSlice(t *testing.T) {
 	zone := "zone-a"
 	trigger := "2026-11-30T12:00:00Z"
-	ep := discoveryv1.Endpoint{
-		Addresses:  []string{"10.0.0.1"},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
-		NodeName:   ptr("node-1"), Zone: &zone,
-		Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}, ForNodes: []discoveryv1.ForNode{{Name: "node-1"}}},
-		// Not read by a proxy:
-		Hostname:           ptr("pod-1"),
-		TargetRef:          &v1.ObjectReference{Kind: "Pod", Name: "pod-1", Namespace: "ns", UID: "pod-uid"},
-		DeprecatedTopology: map[string]string{"kubernetes.io/hostname": "node-1"},
+	// keptEP is every endpoint field a proxy reads: what TrimEndpointSlice keeps.
+	keptEP := func() discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{
+			Addresses:  []string{"10.0.0.1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+			NodeName:   ptr("node-1"), Zone: &zone,
+			Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}, ForNodes: []discoveryv1.ForNode{{Name: "node-1"}}},
+		}
 	}
+	ep := keptEP()
+	// Not read by a proxy:
+	ep.Hostname = ptr("pod-1")
+	ep.TargetRef = &v1.ObjectReference{Kind: "Pod", Name: "pod-1", Namespace: "ns", UID: "pod-uid"}
+	ep.DeprecatedTopology = map[string]string{"kubernetes.io/hostname": "node-1"}
 	full := &discoveryv1.EndpointSlice{
 		ObjectMeta: bulkyMeta("ns", "web-abcde",
 			map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
@@ -166,11 +160,8 @@ func TestTrimEndpointSlice(t *testing.T) {
 				Labels:            map[string]string{discoveryv1.LabelServiceName: "web"},
 				Annotations:       map[string]string{v1.EndpointsLastChangeTriggerTime: trigger}},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
-				NodeName:   ptr("node-1"), Zone: &zone,
-				Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}, ForNodes: []discoveryv1.ForNode{{Name: "node-1"}}}}},
-			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(v1.ProtocolTCP), Port: ptr(int32(8080))}},
+			Endpoints:   []discoveryv1.Endpoint{keptEP()},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(v1.ProtocolTCP), Port: ptr(int32(8080))}},
 		}},
 	}
 	for _, tt := range tests {
@@ -199,27 +190,41 @@ func TestTrimObjectPassesOthers(t *testing.T) {
 	}
 }
 
-// TestInformersCacheTrimmed: what the informers keep is the trimmed copy, not what
-// the API server sent.
-func TestInformersCacheTrimmed(t *testing.T) {
+// TestInformersDeliverTrimmed: what reaches a tracker is the trimmed copy, not
+// what the API server sent.
+func TestInformersDeliverTrimmed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	svc := svcA()
 	svc.ObjectMeta = bulkyMeta(svc.Namespace, svc.Name, nil, nil)
 	slice := sliceA1(readyEP("10.0.0.1"))
 	slice.ObjectMeta = bulkyMeta(slice.Namespace, slice.Name, slice.Labels, nil)
-	inf := NewInformers(fakeClients(fake.NewClientset(svc, slice)), 0, nil, RetryOptions{})
+	inf := NewInformers(fakeClients(fake.NewClientset(svc, slice)), nil, RetryOptions{})
+	var mu sync.Mutex
+	var got []any
+	record := func(obj any) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, obj)
+	}
+	inf.services.upserts = append(inf.services.upserts, record)
+	inf.slices.upserts = append(inf.slices.upserts, record)
 	inf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Services.HasSynced, inf.EndpointSlices.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), inf.services.hasSynced, inf.slices.hasSynced) {
 		t.Fatal("informers never synced")
 	}
-	for _, obj := range append(inf.Services.GetStore().List(), inf.EndpointSlices.GetStore().List()...) {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("delivered %d objects, want the Service and the slice", len(got))
+	}
+	for _, obj := range got {
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(m.GetManagedFields()) != 0 || len(m.GetOwnerReferences()) != 0 || m.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"] != "" {
-			t.Errorf("%s/%s cached untrimmed: %+v", m.GetNamespace(), m.GetName(), m)
+			t.Errorf("%s/%s delivered untrimmed: %+v", m.GetNamespace(), m.GetName(), m)
 		}
 	}
 }

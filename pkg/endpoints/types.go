@@ -126,6 +126,9 @@ type Endpoint struct {
 	Serving     bool // conditions.serving unset => true, as the API reference and kube-proxy say
 	Terminating bool // conditions.terminating unset => false
 	NodeName    string
+	// Topology is the endpoint's zone and hints, for topology-aware routing
+	// (see ClusterEndpoints).
+	Topology Topology
 }
 
 // AddrPort returns the endpoint's address and port together.

@@ -55,8 +55,18 @@ type Server struct {
 }
 
 type instance struct {
-	port    uint16
-	servers []*http.Server
+	port      uint16
+	servers   []*http.Server
+	listeners []net.Listener
+}
+
+// addrs are the addresses the instance listens on (for tests and logs).
+func (inst *instance) addrs() []string {
+	out := make([]string, len(inst.listeners))
+	for i, l := range inst.listeners {
+		out[i] = l.Addr().String()
+	}
+	return out
 }
 
 // New returns a Server that listens on every address until SetAddresses says otherwise.
@@ -186,6 +196,7 @@ func (s *Server) open(k endpoints.ServiceKey, port uint16) (*instance, error) {
 		}
 		srv := &http.Server{Handler: handler{svc: k, s: s}, ReadHeaderTimeout: 5 * time.Second}
 		inst.servers = append(inst.servers, srv)
+		inst.listeners = append(inst.listeners, l)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Health check node port stopped", "service", k, "address", l.Addr().String())
@@ -201,7 +212,13 @@ func (inst *instance) close() {
 		// a new instance (or another program) can take it.
 		_ = srv.Close()
 	}
-	inst.servers = nil
+	// http.Server.Close only closes listeners its Serve goroutine has already
+	// registered; one that has not run yet would close its listener later, with
+	// the port still taken when the instance is reopened elsewhere.
+	for _, l := range inst.listeners {
+		_ = l.Close()
+	}
+	inst.servers, inst.listeners = nil, nil
 }
 
 // answer is what the handler of svc says now.

@@ -116,3 +116,51 @@ func TestServerRealSockets(t *testing.T) {
 	s.Close()
 	expect("10.0.0.5:31003", 0, "connection refused", "")
 }
+
+// TestServerIPv6Sockets: on a dual-stack node the health check node ports
+// answer on the selected IPv6 addresses (and not on another one), then, with
+// every IPv6 address selected, on any of them while IPv4 stays restricted.
+func TestServerIPv6Sockets(t *testing.T) {
+	ns := netnstest.New(t, "hcnp6")
+	ns.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	ns.MustRun(t, "ip", "link", "add", "h0", "type", "veth", "peer", "name", "h1")
+	ns.MustRun(t, "ip", "addr", "add", "10.0.0.5/24", "dev", "h0")
+	ns.MustRun(t, "ip", "addr", "add", "10.0.1.5/24", "dev", "h1")
+	ns.MustRun(t, "ip", "-6", "addr", "add", "fd00:18::3/64", "dev", "h0", "nodad")
+	ns.MustRun(t, "ip", "-6", "addr", "add", "fd00:19::3/64", "dev", "h1", "nodad")
+	ns.MustRun(t, "ip", "link", "set", "h0", "up")
+	ns.MustRun(t, "ip", "link", "set", "h1", "up")
+
+	s := New(Config{Listen: ns.Listen})
+	defer s.Close()
+	a := netip.MustParseAddr
+	s.SetAddresses(nodeaddr.Selection{Addrs: []netip.Addr{a("10.0.0.5"), a("fd00:18::3")}})
+	web := endpoints.ServiceKey{Namespace: "default", Name: "web"}
+	s.Sync(map[endpoints.ServiceKey]Service{web: {NodePort: 31006, LocalEndpoints: 1}})
+
+	answers := func(addr string) bool {
+		resp, err := ns.HTTPClient(2 * time.Second).Get("http://" + addr + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(b), `"localEndpoints": 1`)
+	}
+	expect := func(addr string, want bool) {
+		t.Helper()
+		if got := answers(addr); got != want {
+			t.Errorf("%s answers: %v, want %v", addr, got, want)
+		}
+	}
+	expect("[fd00:18::3]:31006", true)
+	expect("10.0.0.5:31006", true)
+	expect("[fd00:19::3]:31006", false)
+	expect("10.0.1.5:31006", false)
+
+	s.SetAddresses(nodeaddr.Selection{AllIPv6: true, Addrs: []netip.Addr{a("10.0.0.5"), a("::1"), a("fd00:18::3"), a("fd00:19::3")}})
+	expect("[fd00:19::3]:31006", true)
+	expect("[::1]:31006", true)
+	expect("10.0.0.5:31006", true)
+	expect("10.0.1.5:31006", false)
+}

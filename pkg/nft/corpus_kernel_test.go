@@ -37,13 +37,25 @@ add element ip sample affinity { 10.244.2.9 . 10.96.0.10 . tcp . 80 timeout 1m :
 	ns.MustRun(t, "sh", "-c", `printf '%s\n' "$0" | nft -f -`, script)
 	addRawRule(t, ns, "sample", "svc-b", []byte{byte(ruleHashType), 0xff, 1, 2})
 
+	// The ip6 twin, with an IPv6 affinity entry as traffic leaves one: the seeds
+	// named kernel6-*.
+	if err := k.Apply(context.Background(), PlanFull(sampleRuleset6(), NewView())); err != nil {
+		t.Fatal(err)
+	}
+	ns.MustRun(t, "nft", "add element ip6 sample affinity { fd00:10:244:2::9 . fd00:10:96::12 . tcp . 80 timeout 1m : fd00:10:244:1::2 . 8080 }")
+	capture(t, ns, FamilyIPv4, "kernel")
+	capture(t, ns, FamilyIPv6, "kernel6")
+}
+
+// capture writes the dumps of table "sample" of family as seeds named prefix-*.
+func capture(t *testing.T, ns *netnstest.NS, family Family, prefix string) {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: ns.Fd})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	dump := func(typ int, attrs ...netlink.Attribute) [][]byte {
-		msgs, err := dumpOn(conn, typ, FamilyIPv4, attrs)
+		msgs, err := dumpOn(conn, typ, family, attrs)
 		if err != nil {
 			t.Fatalf("dump %d: %v", typ, err)
 		}
@@ -70,19 +82,19 @@ add element ip sample affinity { 10.244.2.9 . 10.96.0.10 . tcp . 80 timeout 1m :
 		}
 	}
 	for i, set := range dump(unix.NFT_MSG_GETSET, str(unix.NFTA_SET_TABLE, "sample")) {
-		write("FuzzDecodeSet", fmt.Sprintf("kernel-%02d", i), set)
+		write("FuzzDecodeSet", fmt.Sprintf("%s-%02d", prefix, i), set)
 		_, s, _, _ := decodeSet(set)
 		for j, el := range dump(unix.NFT_MSG_GETSETELEM, str(unix.NFTA_SET_ELEM_LIST_TABLE, "sample"), str(unix.NFTA_SET_ELEM_LIST_SET, s.Name)) {
-			write("FuzzDecodeElements", fmt.Sprintf("kernel-%02d-%02d", i, j), set, el)
+			write("FuzzDecodeElements", fmt.Sprintf("%s-%02d-%02d", prefix, i, j), set, el)
 		}
 	}
 	for i, ch := range dump(unix.NFT_MSG_GETCHAIN, str(unix.NFTA_CHAIN_TABLE, "sample")) {
-		write("FuzzDecodeChain", fmt.Sprintf("kernel-%02d", i), ch)
+		write("FuzzDecodeChain", fmt.Sprintf("%s-%02d", prefix, i), ch)
 		_, name, _, _ := decodeChain(ch)
 		for j, r := range dump(unix.NFT_MSG_GETRULE, str(unix.NFTA_RULE_TABLE, "sample"), str(unix.NFTA_RULE_CHAIN, name)) {
-			write("FuzzDecodeRule", fmt.Sprintf("kernel-%02d-%02d", i, j), r)
+			write("FuzzDecodeRule", fmt.Sprintf("%s-%02d-%02d", prefix, i, j), r)
 			if ud := ruleUserDataOf(r); ud != nil {
-				write("FuzzRuleUserData", fmt.Sprintf("kernel-%02d-%02d", i, j), ud)
+				write("FuzzRuleUserData", fmt.Sprintf("%s-%02d-%02d", prefix, i, j), ud)
 			}
 		}
 	}

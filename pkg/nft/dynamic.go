@@ -8,8 +8,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // Dynamic sets and maps are filled by the kernel (update @set), so they are not part
@@ -26,13 +24,12 @@ func (n *Netlink) DynamicElements(ctx context.Context, family Family, table stri
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
-	if err != nil {
-		return nil, fmt.Errorf("dial netlink: %w", err)
-	}
-	defer conn.Close()
-	_ = nlattr.RaiseBuffers(conn, socketBuffer)
-	return readElements(conn, family, table, s)
+	var out []Element
+	err := n.withConn(func(conn *netlink.Conn) (err error) {
+		out, err = readElements(conn, family, table, s)
+		return err
+	})
+	return out, err
 }
 
 // DestroyElements deletes elements from sets of the table in one transaction. It

@@ -25,56 +25,74 @@ func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]st
 	var conflicts []ElementConflict
 	// An owner holds an ID once: the first of its versions.
 	first := make(map[string]int, len(elems))
-	uniq := elems[:0:0]
-	for _, e := range elems {
+	// ids is sized once: grown by appending, it and a copy of elems were a tenth of
+	// what a cold sync allocated (the GC's work grows with it). elems itself serves
+	// as the unique list until a duplicate shows up, which is rare.
+	ids := make([]string, 0, len(elems))
+	uniq := elems
+	for k, e := range elems {
 		id := e.ID()
 		if i, dup := first[id]; dup {
 			if !elementsEqual(uniq[i], e) {
 				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i], Dropped: e})
 			}
+			if len(uniq) == len(elems) { // the first duplicate: from here on a copy
+				uniq = append(make([]Element, 0, len(elems)), elems[:k]...)
+			}
 			continue
 		}
-		first[id] = len(uniq)
-		uniq = append(uniq, e)
+		first[id] = len(ids)
+		if len(uniq) < len(elems) {
+			uniq = append(uniq, e)
+		}
+		ids = append(ids, id)
 	}
+	ref := r.ownerRef(owner)
+	// The IDs the owner keeps are the strings the ruleset already holds (the
+	// elements map's keys), not a new copy per render.
 	for _, id := range old {
-		if _, kept := first[id]; !kept {
-			r.dropHolder(owner, id)
+		if i, kept := first[id]; kept {
+			ids[i] = id
+		} else {
+			r.dropHolder(ref, id)
 		}
 	}
-	ids := make([]string, len(uniq))
 	for i, e := range uniq {
-		entry := r.putHolder(owner, e)
-		ids[i] = entry.id
-		conflicts = append(conflicts, r.entryConflicts(entry, owner, r.contested[entry.id])...)
+		entry := r.putHolder(ref, ids[i], e)
+		conflicts = append(conflicts, r.entryConflicts(ids[i], entry, owner, r.contested[ids[i]])...)
+	}
+	if len(ids) == 0 {
+		r.releaseOwnerRef(owner) // no entry names it any more
 	}
 	return ids, conflicts
 }
 
-// putHolder sets owner's version of e and marks the element changed if the value
-// in effect changed.
-func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
-	id := e.ID()
+// putHolder sets the version of e (whose ID is id) of the owner ref and marks the
+// element changed if the value in effect changed. It returns the entry now in effect.
+func (r *Ruleset) putHolder(ref ownerRef, id string, e Element) elementEntry {
+	owner := r.ownerNames[ref]
 	entry, ok := r.elements[id]
 	switch {
 	case !ok:
-		entry = &elementEntry{owner: owner, id: id, value: r.valueOf(e)}
+		entry = elementEntry{owner: ref, value: r.valueOf(e)}
 		r.elements[id] = entry
 		r.countElement(e.Set, 1)
 		r.markElem(owner, id)
-	case entry.owner == owner:
+	case entry.owner == ref:
 		v := r.valueOf(e)
 		if !entry.value.equal(v) {
-			r.markElem(owner, entry.id)
+			r.markElem(owner, id)
 		}
 		entry.value = v
-	case owner < entry.owner:
-		prev := holder{owner: entry.owner, Element: r.elementOf(entry)}
-		entry.owner, entry.value = owner, r.valueOf(e)
+		r.elements[id] = entry
+	case owner < r.ownerNames[entry.owner]:
+		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
+		entry.owner, entry.value = ref, r.valueOf(e)
+		r.elements[id] = entry
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
-			r.markElem(owner, entry.id)
-			r.markElem(prev.owner, entry.id)
+			r.markElem(owner, id)
+			r.markElem(prev.owner, id)
 		}
 	default:
 		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e})
@@ -84,13 +102,14 @@ func (r *Ruleset) putHolder(owner string, e Element) *elementEntry {
 
 // dropHolder removes owner's version of the element id; the next owner's value takes
 // effect, or the element goes when nobody else adds it.
-func (r *Ruleset) dropHolder(owner, id string) {
-	entry := r.elements[id]
-	if entry == nil {
+func (r *Ruleset) dropHolder(ref ownerRef, id string) {
+	entry, ok := r.elements[id]
+	if !ok {
 		return
 	}
+	owner := r.ownerNames[ref]
 	more := r.contested[id]
-	if entry.owner != owner {
+	if entry.owner != ref {
 		r.setContested(id, slices.DeleteFunc(more, func(h holder) bool { return h.owner == owner }))
 		return
 	}
@@ -101,12 +120,13 @@ func (r *Ruleset) dropHolder(owner, id string) {
 		return
 	}
 	prev := entry.value
-	entry.owner, entry.value = more[0].owner, r.valueOf(more[0].Element)
+	entry.owner, entry.value = r.ownerRef(more[0].owner), r.valueOf(more[0].Element)
+	r.elements[id] = entry
 	r.setContested(id, more[1:])
 	if !prev.equal(entry.value) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
-		r.markElem(entry.owner, id)
+		r.markElem(more[0].owner, id)
 	}
 }
 
@@ -131,15 +151,15 @@ func insertHolder(hs []holder, h holder) []holder {
 
 // conflicts lists the owners whose version differs from the one in effect, as seen
 // by owner: all of them when owner is in effect, else owner itself.
-func (r *Ruleset) entryConflicts(entry *elementEntry, owner string, more []holder) []ElementConflict {
+func (r *Ruleset) entryConflicts(id string, entry elementEntry, owner string, more []holder) []ElementConflict {
 	if len(more) == 0 {
 		return nil
 	}
-	kept := r.elementOf(entry)
+	kept, winner := r.elementOf(id, entry), r.ownerNames[entry.owner]
 	var out []ElementConflict
 	for _, h := range more {
-		if (owner == entry.owner || owner == h.owner) && !elementsEqual(h.Element, kept) {
-			out = append(out, ElementConflict{Winner: entry.owner, Loser: h.owner, Kept: kept, Dropped: h.Element})
+		if (owner == winner || owner == h.owner) && !elementsEqual(h.Element, kept) {
+			out = append(out, ElementConflict{Winner: winner, Loser: h.owner, Kept: kept, Dropped: h.Element})
 		}
 	}
 	return out
@@ -151,7 +171,40 @@ func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {
 		entry := r.elements[id]
-		out = append(out, r.entryConflicts(entry, entry.owner, r.contested[id])...)
+		out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], r.contested[id])...)
 	}
 	return out
+}
+
+// ownerRef is an owner's number in the ruleset's element entries: 4 bytes instead
+// of a 16-byte string header in each of hundreds of thousands of entries.
+type ownerRef uint32
+
+// ownerRef returns owner's number, giving it one (a free one first) if it has
+// none.
+func (r *Ruleset) ownerRef(owner string) ownerRef {
+	if ref, ok := r.ownerRefs[owner]; ok {
+		return ref
+	}
+	var ref ownerRef
+	if n := len(r.freeRefs); n > 0 {
+		ref, r.freeRefs = r.freeRefs[n-1], r.freeRefs[:n-1]
+		r.ownerNames[ref] = owner
+	} else {
+		ref = ownerRef(len(r.ownerNames))
+		r.ownerNames = append(r.ownerNames, owner)
+	}
+	r.ownerRefs[owner] = ref
+	return ref
+}
+
+// releaseOwnerRef frees the number of an owner no element entry names.
+func (r *Ruleset) releaseOwnerRef(owner string) {
+	ref, ok := r.ownerRefs[owner]
+	if !ok {
+		return
+	}
+	delete(r.ownerRefs, owner)
+	r.ownerNames[ref] = ""
+	r.freeRefs = append(r.freeRefs, ref)
 }

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -106,5 +107,32 @@ func TestSharedEqualElementsAreNoConflict(t *testing.T) {
 	r.SetFragment("b", Fragment{})
 	if _, ok := r.Element(pair.ID()); ok {
 		t.Fatal("element kept after its last owner left")
+	}
+}
+
+// An owner's elements after a duplicate of its own are kept: setElements uses the
+// rendered list as it is until the first duplicate, then a copy.
+func TestOwnDuplicateKeepsTheRest(t *testing.T) {
+	r := newTestRuleset()
+	key := []Datum{ip("10.96.0.1"), Proto(ProtoTCP), Port(80)}
+	conflicts := r.SetFragment("a", Fragment{Chains: []*Chain{{Name: "svc-a"}, {Name: "svc-x"}}, Elements: []Element{
+		{Set: "ips", Key: []Datum{ip("10.96.0.1")}},
+		{Set: "dispatch", Key: key, Verdict: &Verdict{Kind: Goto, Chain: "svc-a"}},
+		{Set: "dispatch", Key: key, Verdict: &Verdict{Kind: Goto, Chain: "svc-x"}},
+		{Set: "ips", Key: []Datum{ip("10.96.0.2")}},
+		{Set: "ips", Key: []Datum{ip("10.96.0.1")}},
+		{Set: "ips", Key: []Datum{ip("10.96.0.3")}},
+	}})
+	if len(conflicts) != 1 {
+		t.Errorf("conflicts %v, want the dispatch element's only", conflicts)
+	}
+	text := r.Text()
+	for _, want := range []string{"10.96.0.1", "10.96.0.2", "10.96.0.3", "goto svc-a"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("ruleset lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "goto svc-x") {
+		t.Errorf("the second version of the dispatch element won:\n%s", text)
 	}
 }

@@ -24,7 +24,7 @@ type rareValue struct {
 }
 
 func (r *Ruleset) valueOf(e Element) elementValue {
-	v := elementValue{data: string(concatBytes(e.Data))}
+	v := elementValue{data: concatString(e.Data)}
 	if _, declared := r.Sets[e.Set]; !declared {
 		v.rare = &rareValue{whole: &e, comment: e.Comment}
 		if e.Verdict != nil {
@@ -49,13 +49,13 @@ func (v elementValue) equal(o elementValue) bool {
 	return v.rare == nil || (v.rare.comment == o.rare.comment && v.rare.isVerdict == o.rare.isVerdict && v.rare.verdict == o.rare.verdict)
 }
 
-// elementOf rebuilds the element an entry holds.
-func (r *Ruleset) elementOf(entry *elementEntry) Element {
+// elementOf rebuilds the element the entry of id holds.
+func (r *Ruleset) elementOf(id string, entry elementEntry) Element {
 	v := entry.value
 	if v.rare != nil && v.rare.whole != nil {
 		return *v.rare.whole
 	}
-	set, key, _ := strings.Cut(entry.id, "\x00")
+	set, key, _ := strings.Cut(id, "\x00")
 	s := r.Sets[set]
 	e := Element{Set: set}
 	if v.rare != nil {

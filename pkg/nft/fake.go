@@ -52,6 +52,9 @@ func (f *Fake) Apply(ctx context.Context, tx *Tx) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if tx.Empty() {
+		return nil // as Netlink.Apply: nothing is sent, the generation stays
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.FailNext > 0 {

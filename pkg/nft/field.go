@@ -23,6 +23,7 @@ const (
 	// the connection was translated to.
 	FieldCtProtocol      // ct protocol
 	FieldCtOrigDaddr     // ct original ip daddr
+	FieldCtOrigDaddr6    // ct original ip6 daddr
 	FieldCtOrigProtoDst  // ct original proto-dst
 	FieldCtReplyProtoSrc // ct reply proto-src
 )
@@ -47,6 +48,8 @@ func (f Field) String() string {
 		return "ct protocol"
 	case FieldCtOrigDaddr:
 		return "ct original ip daddr"
+	case FieldCtOrigDaddr6:
+		return "ct original ip6 daddr"
 	case FieldCtOrigProtoDst:
 		return "ct original proto-dst"
 	case FieldCtReplyProtoSrc:
@@ -60,7 +63,7 @@ func (f Field) Type() DataType {
 	switch f {
 	case FieldIPSaddr, FieldIPDaddr, FieldCtOrigDaddr:
 		return TypeIPv4Addr
-	case FieldIP6Saddr, FieldIP6Daddr:
+	case FieldIP6Saddr, FieldIP6Daddr, FieldCtOrigDaddr6:
 		return TypeIPv6Addr
 	case FieldL4Proto, FieldCtProtocol:
 		return TypeInetProto
@@ -91,10 +94,11 @@ func (f Field) load(reg uint32) expr.Any {
 		return &expr.Meta{Key: expr.MetaKeyMARK, Register: reg}
 	case FieldCtProtocol:
 		return &expr.Ct{Key: expr.CtKeyPROTOCOL, Register: reg}
-	case FieldCtOrigDaddr:
-		// NFT_CT_DST in an ip table: nft prints it "ct original ip daddr" (it
-		// parses that text into NFT_CT_DST_IP, which google/nftables cannot
-		// encode: it sends no direction for that key).
+	case FieldCtOrigDaddr, FieldCtOrigDaddr6:
+		// NFT_CT_DST: nft prints it "ct original ip daddr" in an ip table and
+		// "ct original ip6 daddr" in an ip6 table (it parses those texts into
+		// NFT_CT_DST_IP and NFT_CT_DST_IP6, which google/nftables cannot encode:
+		// it sends no direction for those keys). withCtIPKeys patches the key.
 		return &expr.Ct{Key: expr.CtKeyDST, Register: reg, Direction: ctDirOriginal}
 	case FieldCtOrigProtoDst:
 		return &expr.Ct{Key: expr.CtKeyPROTODST, Register: reg, Direction: ctDirOriginal}
@@ -170,21 +174,34 @@ func (o Operand) load(reg uint32) expr.Any {
 // register of the whole key.
 func loadConcat(ops []Operand) ([]expr.Any, uint32) { return loadConcatAt(ops, 0) }
 
-// loadConcatAt is loadConcat starting at the 16-byte register NFT_REG_1+base: nft
-// puts a dynset's data in NFT_REG_2 (32-bit registers 4 on) after a key of up to 16
-// bytes.
-func loadConcatAt(ops []Operand, base uint32) ([]expr.Any, uint32) {
+// loadConcatAt is loadConcat starting at the 32-bit register slot (0 is
+// NFT_REG32_00, the first byte of NFT_REG_1). A slot on a 16-byte boundary is
+// named as the 16-byte register, as nft names it: nft puts a dynset's data in
+// NFT_REG_2 (slot 4) after a key of up to 16 bytes.
+func loadConcatAt(ops []Operand, slot uint32) ([]expr.Any, uint32) {
+	first := uint32(unix.NFT_REG32_00) + slot
+	if slot%4 == 0 {
+		first = unix.NFT_REG_1 + slot/4
+	}
 	var out []expr.Any
-	slot := 4 * base // 32-bit slots used so far
 	for i, o := range ops {
 		reg := uint32(unix.NFT_REG32_00) + slot
 		if i == 0 {
-			reg = unix.NFT_REG_1 + base
+			reg = first
 		}
 		out = append(out, o.load(reg))
 		slot += uint32((o.len() + 3) / 4)
 	}
-	return out, unix.NFT_REG_1 + base
+	return out, first
+}
+
+// concatSlots is the number of 32-bit registers a concatenation of ops fills.
+func concatSlots(ops []Operand) uint32 {
+	n := uint32(0)
+	for _, o := range ops {
+		n += uint32((o.len() + 3) / 4)
+	}
+	return n
 }
 
 func joinOperands(ops []Operand) string {

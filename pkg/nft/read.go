@@ -29,33 +29,34 @@ func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *Vie
 			v, err = nil, fmt.Errorf("read table %s %s: decoder panic: %v", family, table, r)
 		}
 	}()
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
-	if err != nil {
-		return nil, fmt.Errorf("dial netlink: %w", err)
-	}
-	defer conn.Close()
-	// Large tables come back in many dump messages; do not let the socket drop them.
-	_ = nlattr.RaiseBuffers(conn, socketBuffer)
+	// On the shared socket, whose buffers are large enough for the many dump
+	// messages of a large table (see Netlink.batch for why it stays open).
 	v = NewView()
-	flags, exists, err := readTable(conn, family, table)
-	if err != nil || !exists {
-		return v, err
-	}
-	v.TableExists, v.TableFlags = true, flags
-	if err := readSets(conn, family, table, v); err != nil {
-		return nil, err
-	}
-	if err := readChains(conn, family, table, v); err != nil {
-		return nil, err
-	}
-	for _, name := range sortedKeys(v.Chains) {
-		hashes, err := readRuleHashes(conn, family, table, name)
-		if err != nil {
-			return nil, err
+	err = n.withConn(func(conn *netlink.Conn) error {
+		flags, exists, err := readTable(conn, family, table)
+		if err != nil || !exists {
+			return err
 		}
-		cv := v.Chains[name]
-		cv.Rules = hashes
-		v.Chains[name] = cv
+		v.TableExists, v.TableFlags = true, flags
+		if err := readSets(conn, family, table, v); err != nil {
+			return err
+		}
+		if err := readChains(conn, family, table, v); err != nil {
+			return err
+		}
+		for _, name := range sortedKeys(v.Chains) {
+			hashes, err := readRuleHashes(conn, family, table, name)
+			if err != nil {
+				return err
+			}
+			cv := v.Chains[name]
+			cv.Rules = hashes
+			v.Chains[name] = cv
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -201,14 +202,16 @@ func (n *Netlink) Generation(ctx context.Context) (uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
-	if err != nil {
-		return 0, fmt.Errorf("dial netlink: %w", err)
-	}
-	defer conn.Close()
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
-		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	// On the transaction socket: every sync reads the generation right after its
+	// commit, and a socket of its own would pay the grace period its close waits for
+	// (see Netlink.batch).
+	var msgs []netlink.Message
+	err := n.withConn(func(conn *netlink.Conn) (err error) {
+		msgs, err = conn.Execute(netlink.Message{
+			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
+			Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+		})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("get nftables generation: %w", err)

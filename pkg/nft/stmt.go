@@ -165,15 +165,25 @@ func (u Update) exprs(c *encCtx) []expr.Any {
 	out, reg := loadConcat(u.Key)
 	d := &expr.Dynset{SrcRegKey: reg, SetName: u.Set, SetID: c.setID(u.Set), Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: u.Timeout}
 	if len(u.Data) > 0 {
-		// As nft: the key fills NFT_REG_1 (at most 16 bytes), the data starts in NFT_REG_2.
-		data, dreg := loadConcatAt(u.Data, 1)
+		// As nft: a key of up to 16 bytes fills NFT_REG_1, the data starts in
+		// NFT_REG_2. A longer key (an IPv6 client . ClusterIP . proto . port, 40
+		// bytes) is followed directly by the data in the next 32-bit register: nft
+		// 1.0.6 would round the key up to three 16-byte registers and have no room
+		// left for the 20 bytes of an IPv6 endpoint . port (it aborts on such a
+		// rule); the kernel only asks that key and data fit in its 64 bytes.
+		start := uint32(4)
+		if k := concatSlots(u.Key); k > 4 {
+			start = k
+		}
+		data, dreg := loadConcatAt(u.Data, start)
 		out = append(out, data...)
 		d.SrcRegData = dreg
 	}
 	return append(out, d)
 }
 
-// DNAT rewrites the destination: "dnat to 10.244.1.2:80".
+// DNAT rewrites the destination: "dnat to 10.244.1.2:80", "dnat to [fd00::2]:80"
+// (in an ip6 table nft needs no family here: the table gives it).
 type DNAT struct {
 	Addr netip.Addr
 	Port uint16
@@ -196,22 +206,38 @@ func (d DNAT) exprs(c *encCtx) []expr.Any {
 }
 
 // DNATMap rewrites the destination to the address . port that a map returns for the
-// key: "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints".
+// key: "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints",
+// "dnat ip6 to ..." with Family FamilyIPv6.
 type DNATMap struct {
 	Key []Operand
 	Map string
+	// Family is the family of the address the map returns; the zero value is IPv4.
+	Family Family
 }
 
 func (d DNATMap) String() string {
-	return fmt.Sprintf("dnat ip to %s map @%s", joinOperands(d.Key), d.Map)
+	return fmt.Sprintf("dnat %s to %s map @%s", d.family(), joinOperands(d.Key), d.Map)
+}
+
+func (d DNATMap) family() Family {
+	if d.Family == FamilyIPv6 {
+		return FamilyIPv6
+	}
+	return FamilyIPv4
 }
 
 func (d DNATMap) exprs(c *encCtx) []expr.Any {
 	out, reg := loadConcat(d.Key)
-	// The data (address, then port in the next 32-bit register) overwrites the key.
+	// The data (address, then port in the next register) overwrites the key. The
+	// port follows a 4-byte address in NFT_REG32_01, a 16-byte one in NFT_REG_2,
+	// where nft puts them.
+	fam, port := uint32(unix.NFPROTO_IPV4), uint32(unix.NFT_REG32_01)
+	if d.family() == FamilyIPv6 {
+		fam, port = unix.NFPROTO_IPV6, unix.NFT_REG_2
+	}
 	return append(out,
 		&expr.Lookup{SourceRegister: reg, DestRegister: unix.NFT_REG_1, IsDestRegSet: true, SetName: d.Map, SetID: c.setID(d.Map)},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: unix.NFT_REG_1, RegProtoMin: unix.NFT_REG32_01, Specified: true},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: unix.NFT_REG_1, RegProtoMin: port, Specified: true},
 	)
 }
 
@@ -293,7 +319,10 @@ func (CtStateNew) exprs(*encCtx) []expr.Any {
 	}
 }
 
-// Reject refuses the packet: an ICMP port unreachable, or a TCP reset.
+// Reject refuses the packet: an ICMP port unreachable, or a TCP reset. A TCP reset
+// applies to TCP only: it is encoded after a "meta l4proto tcp" match, as nft
+// encodes "reject with tcp reset" (and omits that match again when listing), so that
+// other packets go on to the next rule.
 type Reject struct{ TCPReset bool }
 
 func (r Reject) String() string {
@@ -305,7 +334,8 @@ func (r Reject) String() string {
 
 func (r Reject) exprs(c *encCtx) []expr.Any {
 	if r.TCPReset {
-		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}
+		tcp := Match{Field: FieldL4Proto, Value: Proto(ProtoTCP)}
+		return append(tcp.exprs(c), &expr.Reject{Type: unix.NFT_REJECT_TCP_RST})
 	}
 	// ICMP(v6) port unreachable; x/sys/unix has no ICMP_PORT_UNREACH constant.
 	code := uint8(3)

@@ -59,7 +59,13 @@ type Affinity map[string][]Datum
 // Trace returns every outcome a new connection can have, exploring both sides of
 // each random choice, sorted and deduplicated. It answers "where can this go" from
 // the ruleset value alone, so render tests check behaviour rather than text.
+//
+// A packet of the other IP family never enters the table's hooks (an ip table sees
+// IPv4 only, an ip6 table IPv6): it is accepted untouched.
 func Trace(r *Ruleset, p Packet, dyn Affinity) ([]Outcome, error) {
+	if p.Dst.Is4() != (r.Family == FamilyIPv4) {
+		return []Outcome{{}}, nil
+	}
 	t := &tracer{r: r, dyn: dyn}
 	hook := "prerouting"
 	if p.Local {
@@ -304,6 +310,9 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		local := s.pkt.isLocal(a) || (st.Saddr && s.pkt.Local)
 		return cont(local != st.Negate, s)
 	case Reject:
+		if st.TCPReset && s.pkt.Proto != ProtoTCP {
+			return []branch{{s: s, next: nextRule}}, nil
+		}
 		s.end = endReject
 		return []branch{{s: s, next: nextDone}}, nil
 	case Verdict:
@@ -400,7 +409,7 @@ func (t *tracer) value(o Operand, s state) (Datum, error) {
 		return Mark(s.mark), nil
 	case FieldCtProtocol:
 		return Proto(s.pkt.Proto), nil
-	case FieldCtOrigDaddr:
+	case FieldCtOrigDaddr, FieldCtOrigDaddr6:
 		return IP(s.pkt.Dst), nil // the nat hooks see the packet as the client sent it
 	case FieldCtOrigProtoDst:
 		return Port(s.pkt.DPort), nil

@@ -70,15 +70,29 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	// not planned here deletes or rewrites: such sets go with the last owners' changes.
 	last := len(desired.dirty) == 0
 	tx.changed = map[string]bool{}
-	chainOwner, elemOwner := map[string]string{}, map[string]string{}
+	nChains, nElems := 0, 0
+	for _, d := range tx.planned {
+		nChains += len(d.chains)
+		nElems += len(d.elems)
+	}
+	// Sized once: grown by appending, a cold sync's plans allocated several times
+	// the transactions themselves. Elements the kernel lacks are the adds' lower
+	// bound (all of them in a cold sync); a resync that finds nothing to change
+	// reserves nothing.
+	chainOwner, elemOwner := make(map[string]string, nChains), make(map[string]string, nElems)
+	newElems := 0
 	for owner, d := range tx.planned {
 		for k := range d.chains {
 			chainOwner[k] = owner
 		}
 		for k := range d.elems {
 			elemOwner[k] = owner
+			if _, exists := v.Elements[k]; !exists {
+				newElems++
+			}
 		}
 	}
+	tx.AddElements, tx.addIDs = make([]Element, 0, newElems), make([]string, 0, newElems)
 	for _, name := range sortedKeys(chainOwner) {
 		want, wanted := desired.Chains[name]
 		cur, exists := v.Chains[name]
@@ -102,7 +116,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		entry, wanted := desired.elements[id]
 		var want Element
 		if wanted {
-			want = desired.elementOf(entry)
+			want = desired.elementOf(id, entry)
 		}
 		curHash, exists := v.Elements[id]
 		same := exists && wanted && curHash == valueHash(want)
@@ -118,7 +132,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		}
 		if wanted {
 			tx.AddElements = append(tx.AddElements, want)
-			tx.addIDs = append(tx.addIDs, entry.id)
+			tx.addIDs = append(tx.addIDs, id) // the ruleset's own string (see elementEntry)
 		}
 		tx.changed[elemOwner[id]] = true
 	}

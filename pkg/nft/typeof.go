@@ -42,7 +42,11 @@ const (
 var payloadUdata = map[Field][2]uint32{
 	FieldIPSaddr: {12, 11},
 	FieldIPDaddr: {12, 12},
-	FieldThDport: {11, 2},
+	// PROTO_DESC_IP6, IP6HDR_SADDR and IP6HDR_DADDR (after IP6HDR_DSCP and
+	// IP6HDR_ECN: 8 and 9, as nft 1.0.6 lists them).
+	FieldIP6Saddr: {13, 8},
+	FieldIP6Daddr: {13, 9},
+	FieldThDport:  {11, 2},
 }
 
 func tlv(b []byte, typ userdata.Type, v []byte) []byte { return userdata.Append(b, typ, v) }

@@ -5,6 +5,7 @@ package nft
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -103,4 +104,12 @@ type Element struct {
 }
 
 // ID identifies the element within its table: set name plus key bytes.
-func (e Element) ID() string { return e.Set + "\x00" + string(concatBytes(e.Key)) }
+// It is built in one allocation: every element rendered computes it.
+func (e Element) ID() string {
+	var b strings.Builder
+	b.Grow(len(e.Set) + 1 + concatLen(e.Key))
+	b.WriteString(e.Set)
+	b.WriteByte(0)
+	writeConcat(&b, e.Key)
+	return b.String()
+}

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"hash/fnv"
 	"strings"
 )
 
@@ -99,16 +98,45 @@ func setsEqual(a, b *Set) bool {
 }
 
 // valueHash identifies what an element maps to (data, verdict) and its comment.
+// It is FNV-1a, computed in place: the plan hashes every changed element.
 func valueHash(e Element) uint64 {
-	h := fnv.New64a()
-	h.Write(concatBytes(e.Data))
-	if e.Verdict != nil {
-		h.Write([]byte{0, byte(e.Verdict.Kind)})
-		h.Write([]byte(e.Verdict.Chain))
+	h := fnvOffset
+	for i := range e.Data {
+		d := &e.Data[i]
+		h = fnvBytes(h, d.b[:d.n])
+		if len(e.Data) > 1 {
+			for pad := (4 - int(d.n)%4) % 4; pad > 0; pad-- {
+				h = fnvByte(h, 0)
+			}
+		}
 	}
-	h.Write([]byte{0})
-	h.Write([]byte(limitComment(e.Comment)))
-	return h.Sum64()
+	if e.Verdict != nil {
+		h = fnvByte(fnvByte(h, 0), byte(e.Verdict.Kind))
+		h = fnvString(h, e.Verdict.Chain)
+	}
+	h = fnvByte(h, 0)
+	return fnvString(h, limitComment(e.Comment))
+}
+
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime }
+
+func fnvBytes(h uint64, bs []byte) uint64 {
+	for _, b := range bs {
+		h = fnvByte(h, b)
+	}
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = fnvByte(h, s[i])
+	}
+	return h
 }
 
 // element rebuilds the key of an element the view holds, enough to delete it.

@@ -23,15 +23,35 @@ type Selection struct {
 	Addrs []netip.Addr
 }
 
-// IPv4 returns the IPv4 part: the selected IPv4 addresses and whether every local
-// IPv4 address is selected. svcproxy programs the `ip` family only.
-func (s Selection) IPv4() (addrs []netip.Addr, all bool) {
+// IPv4 returns the IPv4 part, what the `ip svcproxy` proxy serves NodePorts on:
+// the selected IPv4 addresses and whether every local IPv4 address is selected.
+func (s Selection) IPv4() (addrs []netip.Addr, all bool) { return s.family(true), s.AllIPv4 }
+
+// IPv6 returns the IPv6 part, what the `ip6 svcproxy` proxy serves NodePorts on:
+// the selected IPv6 addresses and whether every local IPv6 address is selected.
+func (s Selection) IPv6() (addrs []netip.Addr, all bool) { return s.family(false), s.AllIPv6 }
+
+func (s Selection) family(is4 bool) []netip.Addr {
+	var out []netip.Addr
 	for _, a := range s.Addrs {
-		if a.Is4() {
-			addrs = append(addrs, a)
+		if a.Is4() == is4 {
+			out = append(out, a)
 		}
 	}
-	return addrs, s.AllIPv4
+	return out
+}
+
+// Families keeps only the families a node serves: a single-stack node's health
+// check ports listen on its own family's addresses only, as kube-proxy's one
+// proxier's do.
+func (s Selection) Families(ipv4, ipv6 bool) Selection {
+	out := Selection{AllIPv4: s.AllIPv4 && ipv4, AllIPv6: s.AllIPv6 && ipv6}
+	for _, a := range s.Addrs {
+		if a.Is4() && ipv4 || a.Is6() && ipv6 {
+			out.Addrs = append(out.Addrs, a)
+		}
+	}
+	return out
 }
 
 // Equal reports whether two selections are the same.

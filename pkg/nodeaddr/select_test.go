@@ -104,6 +104,71 @@ func TestSelectionIPv4(t *testing.T) {
 	}
 }
 
+// TestSelectionFamilies: a single-stack node keeps only its family's part, so
+// its health check ports do not take the other family's wildcard.
+func TestSelectionFamilies(t *testing.T) {
+	sel := Selection{AllIPv4: true, AllIPv6: true, Addrs: addrs("10.0.0.5 127.0.0.1 fd00::5")}
+	for _, tc := range []struct {
+		name       string
+		v4, v6     bool
+		want       string
+		all4, all6 bool
+	}{
+		{name: "IPv4 only", v4: true, want: "10.0.0.5 127.0.0.1", all4: true},
+		{name: "IPv6 only", v6: true, want: "fd00::5", all6: true},
+		{name: "dual-stack", v4: true, v6: true, want: "10.0.0.5 127.0.0.1 fd00::5", all4: true, all6: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sel.Families(tc.v4, tc.v6)
+			want := Selection{AllIPv4: tc.all4, AllIPv6: tc.all6, Addrs: addrs(tc.want)}
+			if !got.Equal(want) {
+				t.Errorf("Families(%v, %v) = %+v; want %+v", tc.v4, tc.v6, got, want)
+			}
+		})
+	}
+}
+
+// TestSelectionPerFamily: each family's proxy gets its own family's addresses
+// and its own "all" (fib daddr type local) answer, whatever the other family's.
+func TestSelectionPerFamily(t *testing.T) {
+	local := addrs("127.0.0.1 10.0.0.5 ::1 fd00::5 2001:db8::7 fe80::1")
+	for _, tc := range []struct {
+		name         string
+		spec         []string
+		primary      string
+		want4, want6 string
+		all4, all6   bool
+	}{
+		{name: "nothing given: all of both", want4: "10.0.0.5 127.0.0.1", want6: "::1 2001:db8::7 fd00::5 fe80::1", all4: true, all6: true},
+		{name: "primary of both families", spec: []string{"primary"}, primary: "10.0.0.5 fd00::5", want4: "10.0.0.5", want6: "fd00::5"},
+		{name: "IPv6-primary node", spec: []string{"primary"}, primary: "fd00::5 10.0.0.5", want4: "10.0.0.5", want6: "fd00::5"},
+		{name: "primary IPv6 only: IPv4 all", spec: []string{"primary"}, primary: "2001:db8::7",
+			want4: "10.0.0.5 127.0.0.1", all4: true, want6: "2001:db8::7"},
+		{name: "IPv6 CIDR and IPv4 all", spec: []string{"fd00::/8", "0.0.0.0/0"},
+			want4: "10.0.0.5 127.0.0.1", all4: true, want6: "fd00::5"},
+		{name: "IPv6 all only, IPv4 CIDR", spec: []string{"::/0", "10.0.0.0/8"},
+			want4: "10.0.0.5", want6: "::1 2001:db8::7 fd00::5 fe80::1", all6: true},
+		{name: "localhost", spec: []string{"localhost"}, want4: "127.0.0.1", want6: "::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := Parse(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel := Select(spec, addrs(tc.primary), local)
+			eq := cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+			got4, all4 := sel.IPv4()
+			if all4 != tc.all4 || !cmp.Equal(got4, addrs(tc.want4), eq) {
+				t.Errorf("IPv4() = %v, %v; want %v, %v", got4, all4, addrs(tc.want4), tc.all4)
+			}
+			got6, all6 := sel.IPv6()
+			if all6 != tc.all6 || !cmp.Equal(got6, addrs(tc.want6), eq) {
+				t.Errorf("IPv6() = %v, %v; want %v, %v", got6, all6, addrs(tc.want6), tc.all6)
+			}
+		})
+	}
+}
+
 func TestPrimaryIPs(t *testing.T) {
 	na := func(typ corev1.NodeAddressType, a string) corev1.NodeAddress {
 		return corev1.NodeAddress{Type: typ, Address: a}

@@ -29,39 +29,73 @@ import (
 // longer if the sweep fails and waits for the next sync), a known client's new
 // connection still goes to the removed endpoint, as its established connections do.
 
-// stickyKey is a ClientIP-affinity Service port as the affinity map keys it.
+// stickyKey is a ClientIP-affinity Service port as the affinity map keys it: a
+// ClusterIP, external or load balancer IP and its port, or, with the invalid (zero)
+// address, a NodePort on any node address.
 type stickyKey struct {
 	clusterIP netip.Addr
 	proto     uint8
 	port      uint16
 }
 
+// affinityMapOf is the affinity map holding k's entries.
+func affinityMapOf(k stickyKey) string {
+	if !k.clusterIP.IsValid() {
+		return nodePortAffinityMap(k.port)
+	}
+	return affinityMap(k.clusterIP)
+}
+
 // stickyPorts maps each ClientIP-affinity port to the endpoints its rules send to.
 type stickyPorts map[stickyKey]map[netip.AddrPort]bool
 
 // stickyOf reads a rendered fragment's sticky ports: those with an element in
-// sticky-ports, with the endpoints of their endpoints-SS elements. Reading what
-// render produced keeps one definition of "usable endpoint".
+// sticky-ports (or sticky-nodeports), with the endpoints of their endpoints-SS (or
+// nodeport-endpoints-N) elements. Reading what render produced keeps one definition
+// of "usable endpoint".
 func stickyOf(f nft.Fragment) stickyPorts {
 	var out stickyPorts
 	for _, e := range f.Elements {
-		if e.Set != mapStickyPorts || len(e.Key) != 3 {
+		var k stickyKey
+		switch {
+		case e.Set == mapStickyPorts && len(e.Key) == 3:
+			k = keyOf(e.Key)
+		case e.Set == mapStickyNodePorts && len(e.Key) == 2:
+			k = nodePortKeyOf(e.Key)
+		default:
 			continue
 		}
 		if out == nil {
 			out = stickyPorts{}
 		}
-		out[keyOf(e.Key)] = map[netip.AddrPort]bool{}
+		out[k] = map[netip.AddrPort]bool{}
 	}
 	for _, e := range f.Elements {
-		if !strings.HasPrefix(e.Set, mapEndpoints+"-") || len(e.Key) != 4 || len(e.Data) != 2 {
+		var k stickyKey
+		switch {
+		case len(e.Data) != 2:
+			continue
+		case strings.HasPrefix(e.Set, mapEndpoints+"-") && len(e.Key) == 4:
+			k = keyOf(e.Key[:3])
+		case strings.HasPrefix(e.Set, mapNodePortEPs+"-") && len(e.Key) == 3:
+			k = nodePortKeyOf(e.Key[:2])
+		default:
 			continue
 		}
-		if eps, ok := out[keyOf(e.Key[:3])]; ok {
+		if eps, ok := out[k]; ok {
 			eps[addrPortOf(e.Data)] = true
 		}
 	}
 	return out
+}
+
+// nodePortKeyOf reads proto . nodePort data.
+func nodePortKeyOf(ds []nft.Datum) stickyKey {
+	var proto uint8
+	if b := ds[0].Bytes(); len(b) == 1 {
+		proto = b[0]
+	}
+	return stickyKey{proto: proto, port: portOf(ds[1])}
 }
 
 // keyOf reads ClusterIP . proto . port data.
@@ -87,11 +121,21 @@ func portOf(d nft.Datum) uint16 {
 }
 
 // staleAffinity returns the entries of the affinity map whose endpoint is not an
-// endpoint of their port in live (or whose port is not sticky at all).
+// endpoint of their port in live (or whose port is not sticky at all). A NodePort
+// entry (in a nodeport-affinity map) names the node address it came in on, which
+// the port's key leaves out.
 func staleAffinity(entries []nft.Element, live stickyPorts) []nft.Element {
 	var out []nft.Element
 	for _, e := range entries {
-		if len(e.Key) != 4 || len(e.Data) != 2 || !live[keyOf(e.Key[1:])][addrPortOf(e.Data)] {
+		if len(e.Key) != 4 || len(e.Data) != 2 {
+			out = append(out, e)
+			continue
+		}
+		k := keyOf(e.Key[1:])
+		if strings.HasPrefix(e.Set, mapNodePortAffinity+"-") {
+			k = nodePortKeyOf(e.Key[2:])
+		}
+		if !live[k][addrPortOf(e.Data)] {
 			out = append(out, e)
 		}
 	}
@@ -104,16 +148,20 @@ type affinityTable struct {
 	live    stickyPorts
 	byOwner map[string][]stickyKey
 	pending map[string]stickyPorts
-	// sweep marks the shards of the affinity map that may hold stale entries (a
-	// sticky port of the shard lost an endpoint, or svcproxy just started); a
-	// successful sweep of a shard clears its mark.
-	sweep [shards]bool
+	// sweep marks, by name, the affinity maps that may hold stale entries (a sticky
+	// port of the map lost an endpoint, or svcproxy just started); a successful sweep
+	// of a map clears its mark.
+	sweep map[string]bool
 }
 
 func newAffinityTable() *affinityTable {
-	a := &affinityTable{live: stickyPorts{}, byOwner: map[string][]stickyKey{}, pending: map[string]stickyPorts{}}
-	for k := range a.sweep {
-		a.sweep[k] = true
+	a := &affinityTable{live: stickyPorts{}, byOwner: map[string][]stickyKey{}, pending: map[string]stickyPorts{},
+		sweep: map[string]bool{}}
+	for k := 0; k < shards; k++ {
+		a.sweep[affinityShard(k)] = true
+	}
+	for k := 0; k < nodePortShards; k++ {
+		a.sweep[nodePortAffinityShard(k)] = true
 	}
 	return a
 }
@@ -131,7 +179,7 @@ func (a *affinityTable) commit(pending map[string]bool) {
 		for _, k := range a.byOwner[owner] {
 			for ep := range a.live[k] {
 				if !sp[k][ep] {
-					a.sweep[shardOf(k.clusterIP)] = true
+					a.sweep[affinityMapOf(k)] = true
 				}
 			}
 			delete(a.live, k)
@@ -169,9 +217,9 @@ func (p *Proxy) sweepAffinity(ctx context.Context) {
 	if !ok {
 		return
 	}
-	for shard, due := range p.affinity.sweep {
-		if due && p.sweepShard(ctx, k, affinityShard(shard)) {
-			p.affinity.sweep[shard] = false
+	for name, due := range p.affinity.sweep {
+		if due && p.sweepShard(ctx, k, name) {
+			p.affinity.sweep[name] = false
 		}
 	}
 }
@@ -184,7 +232,7 @@ func (p *Proxy) sweepShard(ctx context.Context, k affinityKernel, name string) b
 	}
 	set := p.desired.Sets[name]
 	for attempt := 1; ; attempt++ {
-		entries, err := k.DynamicElements(ctx, nft.FamilyIPv4, TableName, set)
+		entries, err := k.DynamicElements(ctx, p.desired.Family, TableName, set)
 		if err != nil {
 			klog.ErrorS(err, "Reading an affinity map failed; stale entries are swept after the next sync", "map", name)
 			return false
@@ -193,7 +241,7 @@ func (p *Proxy) sweepShard(ctx context.Context, k affinityKernel, name string) b
 		if len(stale) == 0 {
 			return true
 		}
-		err = k.DestroyElements(ctx, nft.FamilyIPv4, TableName, stale)
+		err = k.DestroyElements(ctx, p.desired.Family, TableName, stale)
 		if err == nil {
 			p.commits++
 			p.cfg.Metrics.AffinityEntriesDeleted.Add(float64(len(stale)))

@@ -27,7 +27,7 @@ func affinityEntry(clientIP string, proto uint8, port uint16, pod string) nft.El
 func clientsOf(t *testing.T, k *nft.Fake) []string {
 	t.Helper()
 	var set *nft.Set
-	for _, s := range Sets() {
+	for _, s := range Sets(endpoints.IPv4) {
 		if s.Name == affinityMap(netip.MustParseAddr("10.96.0.11")) {
 			set = s
 		}

@@ -11,11 +11,11 @@ import (
 )
 
 // maxOwnersPerTx bounds how many Services one transaction carries.
-const maxOwnersPerTx = 5000
+const maxOwnersPerTx = 2000
 
 // txHeapRoom is the heap one transaction of maxOwnersPerTx Services x 10 endpoints
-// takes while it is built and sent (measured: ~40 MiB), with room to spare.
-const txHeapRoom = 64 << 20
+// takes while it is built and sent (measured: ~50 MiB live at 30k), with room to spare.
+const txHeapRoom = 32 << 20
 
 // applyChanges brings the kernel to the desired ruleset: in place, or by recreating
 // the table when its layout cannot be changed in place. It returns the objects
@@ -92,7 +92,12 @@ func (p *Proxy) apply(ctx context.Context, tx *nft.Tx) (int, error) {
 		return tx.Size(), p.applyEach(ctx, tx.Owners(), err)
 	}
 	p.view.Commit(tx)
-	p.commits++
+	if !tx.Empty() {
+		// An empty transaction is never sent (Netlink.Apply): counting it made a
+		// sync with nothing to change look like another program's commit went
+		// missing, and the next resync read the whole table back.
+		p.commits++
+	}
 	return tx.Size(), nil
 }
 

@@ -117,11 +117,11 @@ func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName]
 	var out conntrack.Serving
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
-		if !ok || proto == nft.ProtoTCP || !sp.ClusterIP.Is4() || sp.Port == 0 {
+		if !ok || proto == nft.ProtoTCP || !sp.ClusterIP.IsValid() || sp.Port == 0 {
 			continue
 		}
 		var to []netip.AddrPort
-		for _, e := range programmable(eps[sp.Name]) {
+		for _, e := range programmable(eps[sp.Name], sp.ClusterIP) {
 			if e.Ready || e.Serving {
 				to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
 			}

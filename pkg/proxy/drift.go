@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-
-	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
 // refreshView re-reads the kernel on the first sync and on resyncs, unless nothing
@@ -17,7 +15,7 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 	switch {
 	case p.view != nil && !full:
 		return false, nil
-	case p.view != nil && p.verified && genErr == nil && gen0 == p.verifiedGen:
+	case p.view != nil && p.verified && genErr == nil && p.cfg.Ledger.accounts(p.verifiedGen, gen0):
 		klog.V(4).InfoS("Resync skipped: no nftables commit since the last verified state", "generation", gen0)
 		return false, nil
 	case p.view != nil && start.Before(p.nextRead):
@@ -25,7 +23,7 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 		return false, nil
 	}
 	readStart := p.cfg.Clock.Now()
-	v, err := p.cfg.Kernel.Read(ctx, nft.FamilyIPv4, TableName)
+	v, err := p.cfg.Kernel.Read(ctx, p.desired.Family, TableName)
 	if err != nil {
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
@@ -38,9 +36,14 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 }
 
 // noteGeneration keeps the view verified when every commit since gen0 was ours and
-// the view was verified at gen0 (or read after it).
+// the view was verified at gen0 (or read after it), sibling proxies' commits in
+// between aside (see CommitLedger).
 func (p *Proxy) noteGeneration(ctx context.Context, gen0 uint32, genErr error, read bool) {
 	gen1, err := p.cfg.Kernel.Generation(ctx)
-	p.verified = genErr == nil && err == nil && gen1 == gen0+p.commits && (read || (p.verified && p.verifiedGen == gen0))
+	ours := genErr == nil && err == nil && gen1 == gen0+p.commits
+	p.verified = ours && (read || (p.verified && p.cfg.Ledger.accounts(p.verifiedGen, gen0)))
 	p.verifiedGen = gen1
+	if ours {
+		p.cfg.Ledger.record(gen0, gen1)
+	}
 }

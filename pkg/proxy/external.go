@@ -21,21 +21,24 @@ type externalPath struct {
 	emap  string        // the endpoint map
 	key   []nft.Operand // the endpoint map's key without the slot
 	addr  netip.Addr    // the external address; invalid for a NodePort
+	port  uint16        // the NodePort; 0 for an external address
+	fam   ipFields      // the table's
 }
 
 func addrPath(a netip.Addr) externalPath {
-	return externalPath{name: "ext", shard: fmt.Sprintf("%02d", shardOf(a)), emap: endpointsMap(a), addr: a,
-		key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
+	x := fieldsFor(a)
+	return externalPath{name: "ext", shard: fmt.Sprintf("%02d", shardOf(a)), emap: endpointsMap(a), addr: a, fam: x,
+		key: []nft.Operand{nft.F(x.daddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
 }
 
-func nodePortPath(port uint16) externalPath {
-	return externalPath{name: "nodeport", shard: fmt.Sprint(int(port) % nodePortShards), emap: nodePortMap(port),
+func nodePortPath(port uint16, x ipFields) externalPath {
+	return externalPath{name: "nodeport", shard: fmt.Sprint(int(port) % nodePortShards), emap: nodePortMap(port), port: port, fam: x,
 		key: []nft.Operand{nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}}
 }
 
 // pick DNATs to one of n endpoints starting at slot offset.
 func (x externalPath) pick(n, offset int) nft.DNATMap {
-	return nft.DNATMap{Key: append(append([]nft.Operand{}, x.key...), nft.RandomFrom(uint32(n), uint32(offset))), Map: x.emap}
+	return x.fam.dnatMap(append(append([]nft.Operand{}, x.key...), nft.RandomFrom(uint32(n), uint32(offset))), x.emap)
 }
 
 var masqueradeMark = nft.MarkOr{Bits: masqueradeBit}
@@ -57,8 +60,8 @@ func (x externalPath) clusterChain(n int) *nft.Chain {
 // or is dropped when there is none here.
 func (x externalPath) localChain(local, cluster int, o Options) *nft.Chain {
 	var rules []nft.Rule
-	if o.ClusterCIDR.IsValid() {
-		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: nft.FieldIPSaddr, Prefix: o.ClusterCIDR}, x.pick(cluster, 0)}})
+	if o.ClusterCIDR.IsValid() && x.fam.ofFamily(o.ClusterCIDR.Addr()) {
+		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: x.fam.saddr, Prefix: o.ClusterCIDR}, x.pick(cluster, 0)}})
 	}
 	rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.FibLocal{Saddr: true}, masqueradeMark, x.pick(cluster, 0)}})
 	if local == 0 {
@@ -77,7 +80,7 @@ func firewallChain(ranges endpoints.PrefixList) *nft.Chain {
 	h.Write([]byte(ranges))
 	c := &nft.Chain{Name: fmt.Sprintf("firewall-%016x", h.Sum64())}
 	for _, p := range ranges.Prefixes() {
-		c.Rules = append(c.Rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: nft.FieldIPSaddr, Prefix: p}, nft.Verdict{Kind: nft.Return}}})
+		c.Rules = append(c.Rules, nft.Rule{Stmts: []nft.Stmt{nft.MatchPrefix{Field: fieldsFor(p.Addr()).saddr, Prefix: p}, nft.Verdict{Kind: nft.Return}}})
 	}
 	c.Rules = append(c.Rules, nft.Rule{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Drop}}, Comment: "loadBalancerSourceRanges"})
 	return c
@@ -91,13 +94,13 @@ type externalSets struct {
 	cluster, local []endpoints.Endpoint
 }
 
-func externalSetsOf(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) externalSets {
-	eps = programmable(eps)
-	x := externalSets{cluster: endpoints.UsableEndpoints(eps)}
+func externalSetsOf(sp endpoints.ServicePort, eps []endpoints.Endpoint, at endpoints.Place) externalSets {
+	eps = programmable(eps, sp.ClusterIP)
+	x := externalSets{cluster: clusterEndpoints(sp, eps, at)}
 	if sp.ExternalLocal {
 		var here []endpoints.Endpoint
 		for _, e := range eps {
-			if e.NodeName == node {
+			if e.NodeName == at.Node {
 				here = append(here, e)
 			}
 		}
@@ -114,7 +117,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 	if !sp.External() {
 		return
 	}
-	x := externalSetsOf(sp, eps, o.NodeName)
+	x := externalSetsOf(sp, eps, o.place())
 	lbIPs := sp.LoadBalancerIPs.Addrs()
 	isLB := make(map[netip.Addr]bool, len(lbIPs))
 	for _, a := range lbIPs {
@@ -135,7 +138,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 	}
 	if sp.NodePort != 0 {
 		key := []nft.Datum{nft.Proto(proto), nft.Port(sp.NodePort)}
-		path := nodePortPath(sp.NodePort)
+		path := nodePortPath(sp.NodePort, fieldsOf(o.Family))
 		f.Elements = append(f.Elements, nft.Element{Set: mapServiceNodePorts, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
 			Comment: sp.Name.String()})
 		path.endpointElements(f, func(slot int) []nft.Datum { return append(append([]nft.Datum{}, key...), nft.Int(uint32(slot))) }, x)
@@ -155,32 +158,14 @@ func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto u
 	}
 	c := x.clusterChain(len(s.cluster))
 	switch {
+	case sp.SessionAffinity:
+		c = x.stickyChain(sp, s, o)
+		x.recordAffinity(f, sp, proto)
 	case sp.ExternalLocal:
 		c = x.localChain(len(s.local), len(s.cluster), o)
-	case sp.SessionAffinity && x.addr.IsValid():
-		c = x.stickyChain(len(s.cluster))
-		record := affinityChain(sp.AffinityTimeout, proto, x.addr)
-		f.Shared = append(f.Shared, record)
-		f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: []nft.Datum{nft.IP(x.addr), nft.Proto(proto), nft.Port(sp.Port)},
-			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: sp.Name.String()})
 	}
 	f.Shared = append(f.Shared, c)
 	return &nft.Verdict{Kind: nft.Goto, Chain: c.Name}
-}
-
-// stickyChain is clusterChain for a ClientIP-affinity port on an external or load
-// balancer IP: a client the affinity map knows for this address . proto . port goes
-// back to its endpoint, as sticky-N-SS does for ClusterIPs; the filter chains record
-// new connections through the address's sticky-ports element, and the affinity
-// sweeper knows the address like a ClusterIP (its endpoints-SS elements). Affinity is
-// per address: a client is not sticky across a ClusterIP and an external IP of one
-// Service. Not done for NodePorts (the node address in the key is not known when
-// rendering) nor with externalTrafficPolicy Local.
-func (x externalPath) stickyChain(n int) *nft.Chain {
-	return &nft.Chain{Name: fmt.Sprintf("%s-sticky-%d-%s", x.name, n, x.shard), Rules: []nft.Rule{
-		{Stmts: []nft.Stmt{masqueradeMark, nft.DNATMap{Key: affinityKey, Map: affinityMap(x.addr)}}},
-		{Stmts: []nft.Stmt{x.pick(n, 0)}},
-	}}
 }
 
 // endpointElements adds the endpoint map elements of one key: the cluster set from

@@ -43,6 +43,17 @@ func TestTraceExternal(t *testing.T) {
 	local.ExternalIPs = ext.ExternalIPs
 	localITP := local
 	localITP.InternalLocal = true
+	stickyNP := np
+	stickyNP.SessionAffinity, stickyNP.AffinityTimeout = true, time.Minute
+	stickyLocal := local
+	stickyLocal.SessionAffinity, stickyLocal.AffinityTimeout = true, time.Minute
+	// entry is an affinity entry: client, address, port -> endpoint ep:8080, in the
+	// map a lookup for that address and port reads.
+	entry := func(set string, c, addr netip.Addr, p uint16, to netip.Addr) []nft.Element {
+		return []nft.Element{{Set: set, Key: []nft.Datum{nft.IP(c), nft.IP(addr), nft.Proto(nft.ProtoTCP), nft.Port(p)},
+			Data: []nft.Datum{nft.IP(to), nft.Port(8080)}}}
+	}
+	npAff := nodePortAffinityMap(30080)
 
 	remote := onNode(ep(ep3, 8080, true, true, false), "node-b")
 	mixed := []endpoints.Endpoint{ep(ep1, 8080, true, true, false), remote}
@@ -109,6 +120,34 @@ func TestTraceExternal(t *testing.T) {
 			pkt: pkt(outsider, extIP, 80), want: []nft.Outcome{dnat(ep3, 8080, true)},
 			affinity: []nft.Element{{Set: affinityMap(extIP), Key: []nft.Datum{nft.IP(outsider), nft.IP(extIP), nft.Proto(nft.ProtoTCP), nft.Port(80)},
 				Data: []nft.Datum{nft.IP(ep3), nft.Port(8080)}}}},
+		{name: "ClientIP affinity on a NodePort: a new client spreads, masqueraded", opts: withCIDR, ports: []endpoints.ServicePort{stickyNP}, eps: mixed,
+			pkt: pkt(outsider, nodeIP, 30080), want: all},
+		{name: "ClientIP affinity on a NodePort: a known client sticks", opts: withCIDR, ports: []endpoints.ServicePort{stickyNP}, eps: mixed,
+			pkt: pkt(outsider, nodeIP, 30080), want: []nft.Outcome{dnat(ep3, 8080, true)}, affinity: entry(npAff, outsider, nodeIP, 30080, ep3)},
+		{name: "ClientIP affinity on a NodePort: the node sticks too", opts: withCIDR, ports: []endpoints.ServicePort{stickyNP}, eps: mixed,
+			pkt: fromNode(nodeIP, nodeIP, 30080), want: []nft.Outcome{dnat(ep3, 8080, true)}, affinity: entry(npAff, nodeIP, nodeIP, 30080, ep3)},
+		{name: "ClientIP affinity on a NodePort: an entry of a gone endpoint is swept, the client spreads", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyNP}, eps: mixed, pkt: pkt(outsider, nodeIP, 30080), want: all,
+			affinity: entry(npAff, outsider, nodeIP, 30080, ep2)},
+		{name: "ClientIP affinity on a NodePort: another Service's entry under a ClusterIP with the same port is not read", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyNP}, eps: mixed, pkt: pkt(outsider, nodeIP, 30080), want: all,
+			affinity: entry(npAff, outsider, clusterIP, 30080, ep3)},
+		{name: "ClientIP affinity, Local: an outside client sticks to its local endpoint", opts: withCIDR, ports: []endpoints.ServicePort{stickyLocal}, eps: mixed,
+			pkt: pkt(outsider, nodeIP, 30080), want: []nft.Outcome{dnat(ep1, 8080, false)}, affinity: entry(npAff, outsider, nodeIP, 30080, ep1)},
+		{name: "ClientIP affinity, Local: a pod sticks to its endpoint on another node, not masqueraded", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyLocal}, eps: mixed, pkt: pkt(client, nodeIP, 30080), want: []nft.Outcome{dnat(ep3, 8080, false)},
+			affinity: entry(npAff, client, nodeIP, 30080, ep3)},
+		{name: "ClientIP affinity, Local: a new pod spreads over every endpoint", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyLocal}, eps: mixed, pkt: pkt(client, nodeIP, 30080), want: allPlain},
+		{name: "ClientIP affinity, Local: the node sticks, masqueraded", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyLocal}, eps: mixed, pkt: fromNode(nodeIP, nodeIP, 30080), want: []nft.Outcome{dnat(ep3, 8080, true)},
+			affinity: entry(npAff, nodeIP, nodeIP, 30080, ep3)},
+		{name: "ClientIP affinity, Local external IP: an outside client sticks to its local endpoint", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyLocal}, eps: mixed, pkt: pkt(outsider, extIP, 80), want: []nft.Outcome{dnat(ep1, 8080, false)},
+			affinity: entry(affinityMap(extIP), outsider, extIP, 80, ep1)},
+		{name: "ClientIP affinity, Local without an endpoint here: outside clients dropped whatever the map says", opts: withCIDR,
+			ports: []endpoints.ServicePort{stickyLocal}, eps: []endpoints.Endpoint{remote}, pkt: pkt(outsider, nodeIP, 30080),
+			want: []nft.Outcome{{Drop: true}}, affinity: entry(npAff, outsider, nodeIP, 30080, ep3)},
 		{name: "load balancer IP", opts: withCIDR, ports: []endpoints.ServicePort{lb}, eps: mixed,
 			pkt: pkt(outsider, lbIP, 80), want: all},
 		{name: "source ranges: outside the ranges dropped", opts: withCIDR, ports: []endpoints.ServicePort{fenced}, eps: mixed,

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
@@ -26,7 +27,7 @@ func filterChains(o Options) []*nft.Chain {
 		out = append(out, &nft.Chain{Name: chainFilterForward, Hook: &nft.ChainHook{Type: "filter", Hook: "forward", Priority: 0},
 			Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.CtStateInvalid{}, nft.Verdict{Kind: nft.Drop}}}}})
 	}
-	if o.LocalhostNodePorts {
+	if o.LocalhostNodePorts && o.Family == endpoints.IPv4 { // localhost NodePorts are IPv4 only
 		out = append(out, &nft.Chain{Name: chainFilterInput, Hook: &nft.ChainHook{Type: "filter", Hook: "input", Priority: 0},
 			Rules: []nft.Rule{{Stmts: []nft.Stmt{
 				nft.MatchPrefix{Field: nft.FieldIPDaddr, Prefix: localnet},

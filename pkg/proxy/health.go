@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
 // Health answers kube-proxy's /healthz and /livez with kube-proxy's status codes and
@@ -14,6 +18,10 @@ import (
 // also needs the node to be eligible. A Service the kernel refuses is such a change;
 // /healthz lists the refused Services with the kernel's reason in two fields of its
 // own, which kube-proxy's clients (JSON decoders, or the status code alone) ignore.
+//
+// A dual-stack node's two Proxies (one per family) share one Health, as kube-proxy's
+// proxiers share its ProxyHealthServer: each reports under its family, the body's
+// "status" has an entry per family, and the node is healthy only when every family is.
 type Health struct {
 	Timeout time.Duration
 	Metrics *Metrics
@@ -23,9 +31,27 @@ type Health struct {
 	// nodeEligible reports whether this node should get traffic from load
 	// balancers (nil: always); see SetNodeEligible.
 	nodeEligible func() bool
-	lastUpdated  time.Time // zero until the sync loop starts
-	oldestQueue  time.Time // zero when nothing is pending
-	refused      []Refusal
+	families     map[endpoints.Family]*familyState
+}
+
+// familyState is what one family's Proxy reported.
+type familyState struct {
+	lastUpdated time.Time // zero until the sync loop starts
+	oldestQueue time.Time // zero when nothing is pending
+	refused     []Refusal
+}
+
+// family returns f's state, created on first use; h.mu must be held.
+func (h *Health) family(f endpoints.Family) *familyState {
+	if h.families == nil {
+		h.families = map[endpoints.Family]*familyState{}
+	}
+	s := h.families[f]
+	if s == nil {
+		s = &familyState{}
+		h.families[f] = s
+	}
+	return s
 }
 
 // Refusal is a Service whose rules the kernel refuses, with the kernel's reason.
@@ -37,17 +63,23 @@ type Refusal struct {
 // maxRefusalsShown bounds the list in the /healthz body.
 const maxRefusalsShown = 20
 
-// SetRefused records the Services the kernel refuses now (sorted).
-func (h *Health) SetRefused(list []Refusal) {
+// SetRefused records the Services the kernel refuses now in family f's table (sorted).
+func (h *Health) SetRefused(f endpoints.Family, list []Refusal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.refused = list
+	h.family(f).refused = list
 }
 
+// refusedServices lists the refused Services of every family, sorted.
 func (h *Health) refusedServices() (shown []Refusal, total int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.refused[:min(len(h.refused), maxRefusalsShown)], len(h.refused)
+	var all []Refusal
+	for _, s := range h.families {
+		all = append(all, s.refused...)
+	}
+	slices.SortFunc(all, func(a, b Refusal) int { return strings.Compare(a.Service+a.Reason, b.Service+b.Reason) })
+	return all[:min(len(all), maxRefusalsShown)], len(all)
 }
 
 // SetNodeEligible sets how /healthz learns whether the node is eligible for
@@ -66,21 +98,22 @@ func (h *Health) eligible() bool {
 	return f == nil || f()
 }
 
-// Queued records that a sync was requested.
-func (h *Health) Queued(t time.Time) {
+// Queued records that family f's Proxy was asked to sync.
+func (h *Health) Queued(f endpoints.Family, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.oldestQueue.IsZero() {
-		h.oldestQueue = t
+	if s := h.family(f); s.oldestQueue.IsZero() {
+		s.oldestQueue = t
 	}
 }
 
-// Synced records a successful sync, and the start of the sync loop: kube-proxy
-// counts that as an update so that a first sync that never succeeds shows.
-func (h *Health) Synced(t time.Time) {
+// Synced records a successful sync of family f, and the start of its sync loop:
+// kube-proxy counts that as an update so that a first sync that never succeeds shows.
+func (h *Health) Synced(f endpoints.Family, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastUpdated, h.oldestQueue = t, time.Time{}
+	s := h.family(f)
+	s.lastUpdated, s.oldestQueue = t, time.Time{}
 }
 
 // familyHealth is one entry of the body's "status" map.
@@ -100,17 +133,27 @@ type healthJSON struct {
 	RefusedServicesTotal int                     `json:"refusedServicesTotal,omitempty"`
 }
 
-// health is kube-proxy's ProxyHealthServer.Health for one IP family: healthy
-// until the loop has started and then while no change waits past Timeout.
+// health is kube-proxy's ProxyHealthServer.Health: each family is healthy until
+// its loop has started and then while no change waits past Timeout; the whole is
+// healthy when every family is, last updated when the latest family was.
 func (h *Health) health(now time.Time) healthJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := healthJSON{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: true}
-	if h.lastUpdated.IsZero() {
-		return b
+	b := healthJSON{CurrentTime: now, Healthy: true}
+	for f, s := range h.families {
+		if s.lastUpdated.IsZero() {
+			continue
+		}
+		if s.lastUpdated.After(b.LastUpdated) {
+			b.LastUpdated = s.lastUpdated
+		}
+		healthy := s.oldestQueue.IsZero() || now.Sub(s.oldestQueue) < h.Timeout
+		b.Healthy = b.Healthy && healthy
+		if b.Status == nil {
+			b.Status = map[string]familyHealth{}
+		}
+		b.Status[f.String()] = familyHealth{LastUpdated: s.lastUpdated, Healthy: healthy}
 	}
-	b.Healthy = h.oldestQueue.IsZero() || now.Sub(h.oldestQueue) < h.Timeout
-	b.Status = map[string]familyHealth{ipFamily: {LastUpdated: h.lastUpdated, Healthy: b.Healthy}}
 	return b
 }
 

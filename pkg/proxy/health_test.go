@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
 // TestHealth pins /healthz and /livez to kube-proxy's answers (status code and exact
@@ -36,29 +38,50 @@ func TestHealth(t *testing.T) {
 		livezCode: 200, livez: `{"lastUpdated":` + at0 + `,"currentTime":` + at0 + `,"healthy":true}`,
 	}, {
 		name:        "first sync pending within timeout",
-		events:      func(h *Health) { h.Synced(t0); h.Queued(t0) },
+		events:      func(h *Health) { h.Synced(v4, t0); h.Queued(v4, t0) },
 		now:         t0.Add(30 * time.Second),
 		healthzCode: 200, healthz: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
 		livezCode: 200, livez: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
 	}, {
 		name:        "synced, nothing pending",
-		events:      func(h *Health) { h.Synced(t0); h.Queued(t0); h.Synced(t0.Add(time.Second)) },
+		events:      func(h *Health) { h.Synced(v4, t0); h.Queued(v4, t0); h.Synced(v4, t0.Add(time.Second)) },
 		now:         t0.Add(time.Hour),
 		healthzCode: 200, healthz: `{"lastUpdated":` + atH + `,"currentTime":` + atH + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
 		livezCode: 200, livez: `{"lastUpdated":` + atH + `,"currentTime":` + atH + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
 	}, {
 		name:        "change pending past timeout",
-		events:      func(h *Health) { h.Synced(t0); h.Queued(t0.Add(time.Minute)) },
+		events:      func(h *Health) { h.Synced(v4, t0); h.Queued(v4, t0.Add(time.Minute)) },
 		now:         t0.Add(2 * time.Minute),
 		healthzCode: 503, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
 		livezCode: 503, livez: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
 	}, {
 		name:        "node not eligible: only /healthz fails",
-		events:      func(h *Health) { h.Synced(t0) },
+		events:      func(h *Health) { h.Synced(v4, t0) },
 		now:         t0.Add(time.Second),
 		ineligible:  true,
 		healthzCode: 503, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at1 + `,"nodeEligible":false,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
 		livezCode: 200, livez: `{"lastUpdated":` + at1 + `,"currentTime":` + at1 + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+	}, {
+		name: "dual-stack: both families synced",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Synced(v6, t0.Add(time.Second))
+		},
+		now:         t0.Add(30 * time.Second),
+		healthzCode: 200, healthz: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at30 + `,"currentTime":` + at30 + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":true}}}`,
+	}, {
+		name: "dual-stack: one family stuck makes the node unhealthy",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Synced(v6, t0.Add(time.Second))
+			h.Queued(v6, t0.Add(time.Second))
+			h.Queued(v4, t0.Add(time.Minute))
+			h.Synced(v4, t0.Add(time.Minute))
+		},
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 503, healthz: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":false}}}`,
+		livezCode: 503, livez: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":false}}}`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +109,26 @@ func TestHealth(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const (
+	v4 = endpoints.IPv4
+	v6 = endpoints.IPv6
+)
+
+// Refused Services of both families show in one sorted list.
+func TestHealthRefusedBothFamilies(t *testing.T) {
+	h := &Health{Timeout: time.Minute}
+	h.SetRefused(v6, []Refusal{{Service: "ns/b", Reason: "v6"}})
+	h.SetRefused(v4, []Refusal{{Service: "ns/a", Reason: "v4"}, {Service: "ns/c", Reason: "v4"}})
+	shown, total := h.refusedServices()
+	if total != 3 || len(shown) != 3 || shown[0].Service != "ns/a" || shown[1].Service != "ns/b" || shown[2].Service != "ns/c" {
+		t.Fatalf("refused = %v (%d), want ns/a, ns/b, ns/c", shown, total)
+	}
+	h.SetRefused(v6, nil)
+	if _, total := h.refusedServices(); total != 2 {
+		t.Fatalf("after IPv6 cleared its list: %d refused, want 2", total)
 	}
 }
 

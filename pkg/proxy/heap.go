@@ -4,7 +4,15 @@ import (
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
+
+// bigSyncGCPercent is the collector's pacing (GOGC) while a sync renders and applies
+// more than maxOwnersPerTx Services: the rendering of a cold start makes hundreds of
+// MiB of short-lived fragments while the desired ruleset grows, and with the default
+// 100 the heap reached twice the live heap before the transactions even started.
+const bigSyncGCPercent = 50
 
 // boundHeap lowers the Go runtime's soft memory limit, for the duration of a sync
 // applied in several transactions, to half again the heap live at its start (what
@@ -30,4 +38,29 @@ func boundHeap(perTx uint64) (restore func()) {
 	}
 	debug.SetMemoryLimit(int64(limit))
 	return func() { debug.SetMemoryLimit(prev) }
+}
+
+// paceGC sets the collector's pacing to percent for the duration of a big sync, and
+// returns the function that restores it. A lower setting the user made (GOGC, or
+// off) is kept.
+func paceGC(percent int) (restore func()) {
+	prev := debug.SetGCPercent(percent)
+	if prev < 0 || prev <= percent {
+		debug.SetGCPercent(prev)
+		return func() {}
+	}
+	return func() { debug.SetGCPercent(prev) }
+}
+
+// elementsEstimate is about how many elements the changed Services render: per
+// port an endpoint and a hairpin element per endpoint, its dispatch, its ClusterIP
+// and perhaps a sticky port (RenderServiceWith; external paths add a few more).
+func elementsEstimate(snap endpoints.Snapshot, changed map[endpoints.ServiceKey]struct{}) int {
+	n := 0
+	for k := range changed {
+		for _, sp := range snap.ServicePortsOf(k) {
+			n += 2*len(snap.Endpoints[sp.Name]) + 3
+		}
+	}
+	return n
 }

@@ -13,7 +13,7 @@ func (p *Proxy) Trigger() {
 	now := p.cfg.Clock.Now()
 	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
 	if p.cfg.Health != nil {
-		p.cfg.Health.Queued(now)
+		p.cfg.Health.Queued(p.cfg.Options.Family, now)
 	}
 	select {
 	case p.trigger <- struct{}{}:
@@ -36,7 +36,7 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	// while the informers sync.
 	now := p.cfg.Clock.Now()
 	if p.cfg.Health != nil {
-		p.cfg.Health.Synced(now)
+		p.cfg.Health.Synced(p.cfg.Options.Family, now)
 	}
 	p.cfg.Metrics.LastQueued.Set(float64(now.UnixNano()) / 1e9)
 	if waitReady != nil && !waitReady(ctx) {

@@ -6,9 +6,6 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
-// ipFamily is the ip_family label value of kube-proxy's metrics: svcproxy proxies IPv4.
-const ipFamily = "IPv4"
-
 // Metrics exposes every metric kube-proxy's nftables mode exposes, with its name,
 // help (component-base's "[ALPHA] " prefix included), type, labels and buckets, so
 // existing dashboards and alerts keep working after the swap; the list is checked
@@ -48,6 +45,29 @@ type Metrics struct {
 	ManifestErrors      prometheus.Gauge
 	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
 	AffinityEntriesDeleted prometheus.Counter
+
+	// byFamily makes the ip_family children of the labelled metrics (ForFamily).
+	byFamily func(family string, m *Metrics)
+	// family is the ip_family this view's labelled metrics are the children of.
+	family string
+}
+
+// ForFamily returns the metrics a Proxy of family f updates: the ip_family-labelled
+// ones (kube-proxy's sync, programming, no-local and conntrack metrics) are the
+// children labelled f, everything else is shared. A dual-stack node's two Proxies
+// register one Metrics and each takes its family's view, as kube-proxy's proxiers
+// label the same metrics with their family. NewMetrics' own view is IPv4's.
+//
+// A view already of family f is returned as it is: Proxy.New takes its family's
+// view, and an observer a caller put in place of one of f's (the benchmark's, which
+// keeps every sample) must stay there.
+func (m *Metrics) ForFamily(f endpoints.Family) *Metrics {
+	c := *m
+	if m.byFamily != nil && m.family != f.String() {
+		m.byFamily(f.String(), &c)
+		c.family = f.String()
+	}
+	return &c
 }
 
 // kube-proxy's buckets (pkg/proxy/metrics/metrics.go).
@@ -76,20 +96,29 @@ func alpha(help string) string { return "[ALPHA] " + help }
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	var collectors []prometheus.Collector
 	family := func(c prometheus.Collector) { collectors = append(collectors, c) }
+	// The labelled metrics are made as vectors here; m.byFamily below takes each
+	// family's children, in the order the vectors are made (TestMetricsPerFamily
+	// checks the pairing).
+	var histograms []*prometheus.HistogramVec
+	var gauges []*prometheus.GaugeVec
+	var counters []*prometheus.CounterVec
 	histogram := func(name, help string, buckets []float64) prometheus.Observer {
 		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: alpha(help), Buckets: buckets}, []string{"ip_family"})
 		family(v)
-		return v.WithLabelValues(ipFamily)
+		histograms = append(histograms, v)
+		return nil
 	}
 	gauge := func(name, help string) prometheus.Gauge {
 		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: alpha(help)}, []string{"ip_family"})
 		family(v)
-		return v.WithLabelValues(ipFamily)
+		gauges = append(gauges, v)
+		return nil
 	}
 	counter := func(name, help string) prometheus.Counter {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: alpha(help)}, []string{"ip_family"})
 		family(v)
-		return v.WithLabelValues(ipFamily)
+		counters = append(counters, v)
+		return nil
 	}
 	plainGauge := func(name, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
@@ -111,24 +140,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	family(noLocal)
 
 	m := &Metrics{
-		SyncDuration:             histogram("kubeproxy_sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds", syncBuckets),
-		FullSyncDuration:         histogram("kubeproxy_sync_full_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for full resyncs", syncBuckets),
-		PartialSyncDuration:      histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for partial resyncs", syncBuckets),
-		LastSync:                 gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "The last time proxy rules were successfully synced"),
-		LastQueued:               gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "The last time a sync of proxy rules was queued"),
-		ProgrammingLatency:       histogram("kubeproxy_network_programming_duration_seconds", "In Cluster Network Programming Latency in seconds", programmingBuckets),
-		EndpointChanges:          plainCounter("kubeproxy_sync_proxy_rules_endpoint_changes_total", alpha("Cumulative proxy rules Endpoint changes")),
-		EndpointChangesPending:   plainGauge("kubeproxy_sync_proxy_rules_endpoint_changes_pending", alpha("Pending proxy rules Endpoint changes")),
-		ServiceChanges:           plainCounter("kubeproxy_sync_proxy_rules_service_changes_total", alpha("Cumulative proxy rules Service changes")),
-		ServiceChangesPending:    plainGauge("kubeproxy_sync_proxy_rules_service_changes_pending", alpha("Pending proxy rules Service changes")),
-		NoLocalEndpointsInternal: noLocal.WithLabelValues("internal", ipFamily),
-		NoLocalEndpointsExternal: noLocal.WithLabelValues("external", ipFamily),
-		SyncFailures:             counter("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "Cumulative proxy nftables sync failures"),
-		CleanupFailures:          counter("kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", "Cumulative proxy nftables cleanup failures"),
-		ConntrackSyncDuration:    histogram("kubeproxy_conntrack_reconciler_sync_duration_seconds", "ReconcileConntrackFlowsLatency latency in seconds", syncBuckets),
-		ConntrackDeletedEntries:  counter("kubeproxy_conntrack_reconciler_deleted_entries_total", "Cumulative conntrack flows deleted by conntrack reconciler"),
-		HealthzTotal:             codes("kubeproxy_proxy_healthz_total", "Cumulative proxy healthz HTTP status"),
-		LivezTotal:               codes("kubeproxy_proxy_livez_total", "Cumulative proxy livez HTTP status"),
+		SyncDuration:            histogram("kubeproxy_sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds", syncBuckets),
+		FullSyncDuration:        histogram("kubeproxy_sync_full_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for full resyncs", syncBuckets),
+		PartialSyncDuration:     histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for partial resyncs", syncBuckets),
+		LastSync:                gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "The last time proxy rules were successfully synced"),
+		LastQueued:              gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "The last time a sync of proxy rules was queued"),
+		ProgrammingLatency:      histogram("kubeproxy_network_programming_duration_seconds", "In Cluster Network Programming Latency in seconds", programmingBuckets),
+		EndpointChanges:         plainCounter("kubeproxy_sync_proxy_rules_endpoint_changes_total", alpha("Cumulative proxy rules Endpoint changes")),
+		EndpointChangesPending:  plainGauge("kubeproxy_sync_proxy_rules_endpoint_changes_pending", alpha("Pending proxy rules Endpoint changes")),
+		ServiceChanges:          plainCounter("kubeproxy_sync_proxy_rules_service_changes_total", alpha("Cumulative proxy rules Service changes")),
+		ServiceChangesPending:   plainGauge("kubeproxy_sync_proxy_rules_service_changes_pending", alpha("Pending proxy rules Service changes")),
+		SyncFailures:            counter("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "Cumulative proxy nftables sync failures"),
+		CleanupFailures:         counter("kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total", "Cumulative proxy nftables cleanup failures"),
+		ConntrackSyncDuration:   histogram("kubeproxy_conntrack_reconciler_sync_duration_seconds", "ReconcileConntrackFlowsLatency latency in seconds", syncBuckets),
+		ConntrackDeletedEntries: counter("kubeproxy_conntrack_reconciler_deleted_entries_total", "Cumulative conntrack flows deleted by conntrack reconciler"),
+		HealthzTotal:            codes("kubeproxy_proxy_healthz_total", "Cumulative proxy healthz HTTP status"),
+		LivezTotal:              codes("kubeproxy_proxy_livez_total", "Cumulative proxy livez HTTP status"),
 
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
@@ -149,6 +176,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 	}
+	m.byFamily = func(ipFamily string, m *Metrics) {
+		for i, o := range []*prometheus.Observer{&m.SyncDuration, &m.FullSyncDuration, &m.PartialSyncDuration, &m.ProgrammingLatency, &m.ConntrackSyncDuration} {
+			*o = histograms[i].WithLabelValues(ipFamily)
+		}
+		for i, g := range []*prometheus.Gauge{&m.LastSync, &m.LastQueued} {
+			*g = gauges[i].WithLabelValues(ipFamily)
+		}
+		for i, c := range []*prometheus.Counter{&m.SyncFailures, &m.CleanupFailures, &m.ConntrackDeletedEntries} {
+			*c = counters[i].WithLabelValues(ipFamily)
+		}
+		m.NoLocalEndpointsInternal = noLocal.WithLabelValues("internal", ipFamily)
+		m.NoLocalEndpointsExternal = noLocal.WithLabelValues("external", ipFamily)
+	}
+	m.byFamily(endpoints.IPv4.String(), m)
+	m.family = endpoints.IPv4.String()
 	if reg != nil {
 		reg.MustRegister(collectors...)
 		reg.MustRegister(m.InvalidObjects, m.TxObjects, m.KernelReadDuration)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
 // kubeProxyMetric is one line of testdata/kubeproxy-metrics.txt.
@@ -152,3 +153,90 @@ func TestMetricsMatchKubeProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsPerFamily: each ip_family-labelled field of a family's view updates the
+// child of its own metric with its own family, and the views share one registry.
+func TestMetricsPerFamily(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m4 := NewMetrics(reg)
+	m6 := m4.ForFamily(endpoints.IPv6)
+	fields := map[string]func(m *Metrics, v float64){
+		"kubeproxy_sync_proxy_rules_duration_seconds":                func(m *Metrics, v float64) { m.SyncDuration.Observe(v) },
+		"kubeproxy_sync_full_proxy_rules_duration_seconds":           func(m *Metrics, v float64) { m.FullSyncDuration.Observe(v) },
+		"kubeproxy_sync_partial_proxy_rules_duration_seconds":        func(m *Metrics, v float64) { m.PartialSyncDuration.Observe(v) },
+		"kubeproxy_network_programming_duration_seconds":             func(m *Metrics, v float64) { m.ProgrammingLatency.Observe(v) },
+		"kubeproxy_conntrack_reconciler_sync_duration_seconds":       func(m *Metrics, v float64) { m.ConntrackSyncDuration.Observe(v) },
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds":          func(m *Metrics, v float64) { m.LastSync.Set(v) },
+		"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds":   func(m *Metrics, v float64) { m.LastQueued.Set(v) },
+		"kubeproxy_sync_proxy_rules_nftables_sync_failures_total":    func(m *Metrics, v float64) { m.SyncFailures.Add(v) },
+		"kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total": func(m *Metrics, v float64) { m.CleanupFailures.Add(v) },
+		"kubeproxy_conntrack_reconciler_deleted_entries_total":       func(m *Metrics, v float64) { m.ConntrackDeletedEntries.Add(v) },
+		"kubeproxy_sync_proxy_rules_no_local_endpoints_total":        func(m *Metrics, v float64) { m.NoLocalEndpointsInternal.Set(v) },
+	}
+	// A distinct value per metric and family: a field wired to another metric's
+	// child shows as a wrong value there.
+	value := map[string]float64{}
+	i := 1.0
+	for name, set := range fields {
+		value[name+"/IPv4"], value[name+"/IPv6"] = i, i+0.5
+		set(m4, i)
+		set(m6, i+0.5)
+		i++
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, mf := range mfs {
+		if fields[mf.GetName()] == nil {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			family := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "ip_family" {
+					family = l.GetValue()
+				}
+			}
+			var got float64
+			switch {
+			case m.Histogram != nil:
+				got = m.Histogram.GetSampleSum()
+			case m.Gauge != nil:
+				got = m.Gauge.GetValue()
+			case m.Counter != nil:
+				got = m.Counter.GetValue()
+			}
+			if want := value[mf.GetName()+"/"+family]; got != want && got != 0 {
+				t.Errorf("%s{ip_family=%q} = %v, want %v", mf.GetName(), family, got, want)
+			}
+			if got != 0 {
+				seen++
+			}
+		}
+	}
+	if seen != 2*len(fields) {
+		t.Errorf("%d labelled children set, want %d (one per metric and family)", seen, 2*len(fields))
+	}
+}
+
+// The benchmark replaces the programming latency observer to keep every sample;
+// Proxy.New's ForFamily must not put the histogram back (it did, and the churn
+// benchmark saw none of its changes committed).
+func TestForFamilyKeepsAViewOfThatFamily(t *testing.T) {
+	var seen []float64
+	m := NewMetrics(nil)
+	m.ProgrammingLatency = observerFunc(func(v float64) { seen = append(seen, v) })
+	m.ForFamily(endpoints.IPv4).ProgrammingLatency.Observe(1)
+	m6 := m.ForFamily(endpoints.IPv6)
+	m6.ProgrammingLatency.Observe(2)
+	m6.ForFamily(endpoints.IPv4).ProgrammingLatency.Observe(3)
+	if !slices.Equal(seen, []float64{1}) {
+		t.Errorf("own observer saw %v, want [1]: only the IPv4 view keeps it", seen)
+	}
+}
+
+type observerFunc func(float64)
+
+func (f observerFunc) Observe(v float64) { f(v) }

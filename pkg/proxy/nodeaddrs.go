@@ -26,13 +26,15 @@ func (a NodeAddresses) equal(b NodeAddresses) bool {
 // SetNodeAddresses tells the Proxy on which addresses to serve NodePorts: all local
 // ones (all true, addrs being the node's current addresses, for conntrack) or exactly
 // addrs (the addresses of --nodeport-addresses' CIDRs, the caller resolves "primary"
-// and re-resolves them when interfaces change). Only IPv4 addresses are used. A change
+// and re-resolves them when interfaces change). Only addresses of the Proxy's family
+// are used. A change
 // queues a sync; the same addresses again do nothing. Until it is first called the
 // Proxy serves NodePorts on all local addresses. Safe for concurrent use.
 func (p *Proxy) SetNodeAddresses(addrs []netip.Addr, all bool) {
 	na := NodeAddresses{All: all}
+	fam := fieldsOf(p.cfg.Options.Family)
 	for _, a := range addrs {
-		if a = a.Unmap(); a.Is4() {
+		if a = a.Unmap(); fam.ofFamily(a) {
 			na.Addrs = append(na.Addrs, a)
 		}
 	}

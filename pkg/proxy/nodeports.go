@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"net/netip"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
@@ -10,20 +13,25 @@ import (
 // local"), so an address added to the node serves NodePorts at once and nothing
 // tracks addresses; otherwise it matches the nodeport-ips set, filled from na.Addrs.
 // Loopback addresses serve NodePorts only with LocalhostNodePorts, as in kube-proxy's
-// iptables mode.
+// iptables mode, and never ::1: IPv6 has no route_localnet, and kube-proxy serves no
+// IPv6 localhost NodePorts either.
 func nodePortsChain(o Options, na NodeAddresses) (*nft.Chain, []nft.Element) {
+	x := fieldsOf(o.Family)
 	dispatch := nft.VMap{Key: []nft.Field{nft.FieldL4Proto, nft.FieldThDport}, Map: mapServiceNodePorts}
 	var elems []nft.Element
 	var stmts []nft.Stmt
 	if na.All {
 		stmts = append(stmts, nft.FibLocal{})
-		if !o.LocalhostNodePorts {
-			stmts = append(stmts, nft.MatchPrefix{Field: nft.FieldIPDaddr, Negate: true, Prefix: localnet})
+		switch {
+		case o.Family == endpoints.IPv6:
+			stmts = append(stmts, nft.Match{Field: x.daddr, Negate: true, Value: nft.IP(netip.IPv6Loopback())})
+		case !o.LocalhostNodePorts:
+			stmts = append(stmts, nft.MatchPrefix{Field: x.daddr, Negate: true, Prefix: localnet})
 		}
 	} else {
-		stmts = append(stmts, nft.Lookup{Key: []nft.Operand{nft.F(nft.FieldIPDaddr)}, Set: setNodePortIPs})
+		stmts = append(stmts, nft.Lookup{Key: []nft.Operand{nft.F(x.daddr)}, Set: setNodePortIPs})
 		for _, a := range na.Addrs {
-			if a.Is4() && (o.LocalhostNodePorts || !localnet.Contains(a)) {
+			if x.ofFamily(a) && !a.IsLoopback() || a.Is4() && o.Family == endpoints.IPv4 && o.LocalhostNodePorts {
 				elems = append(elems, nft.Element{Set: setNodePortIPs, Key: []nft.Datum{nft.IP(a)}})
 			}
 		}
@@ -34,7 +42,7 @@ func nodePortsChain(o Options, na NodeAddresses) (*nft.Chain, []nft.Element) {
 // servesLocalhost reports whether NodePorts answer on 127.0.0.1, which needs
 // route_localnet.
 func servesLocalhost(o Options, na NodeAddresses) bool {
-	if !o.LocalhostNodePorts {
+	if !o.LocalhostNodePorts || o.Family != endpoints.IPv4 {
 		return false
 	}
 	if na.All {

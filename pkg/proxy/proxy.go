@@ -17,8 +17,11 @@ type Config struct {
 	Kernel  nft.Kernel
 	// Conntrack may be nil (no cleanup, e.g. the fake kernel).
 	Conntrack ConntrackReconciler
-	Metrics   *Metrics
-	Health    *Health
+	// Ledger is shared by the proxies of one node (dual-stack: one per family), so
+	// that each tells its siblings' commits from another program's; nil with one.
+	Ledger  *CommitLedger
+	Metrics *Metrics
+	Health  *Health
 	// SyncPeriod is how often the kernel is re-read and repaired (kube-proxy --sync-period).
 	SyncPeriod time.Duration
 	// MinSyncPeriod bounds how often changes are synced (kube-proxy --min-sync-period).
@@ -70,6 +73,7 @@ type Proxy struct {
 	mu        sync.Mutex
 	needFull  bool
 	nodeAddrs NodeAddresses // where NodePorts are served (SetNodeAddresses)
+	zone      string        // this node's zone (SetZone); cfg.Zone is the rendered one
 	lastSync  time.Time
 
 	// verifiedGen is the ruleset generation at which the view was last known to equal
@@ -89,6 +93,8 @@ func New(cfg Config) *Proxy {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	// Its ip_family children: two Proxies of a dual-stack node share one Metrics.
+	cfg.Metrics = cfg.Metrics.ForFamily(cfg.Options.Family)
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = 30 * time.Second
 	}
@@ -102,6 +108,7 @@ func New(cfg Config) *Proxy {
 		affinity:    newAffinityTable(),
 		programming: programmingTimes{},
 		needFull:    true,
+		zone:        cfg.Zone,
 		nodeAddrs:   NodeAddresses{All: true},
 		// NewRuleset renders the skeleton for all local addresses.
 		renderedNodeAddrs: NodeAddresses{All: true},

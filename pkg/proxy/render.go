@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,17 +38,20 @@ func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 // (see renderExternal): the node, and the cluster CIDR whose traffic an
 // externalTrafficPolicy: Local port sends to cluster-wide endpoints.
 func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, o Options) nft.Fragment {
-	node := o.NodeName
+	fam := fieldsOf(o.Family)
 	var f nft.Fragment
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
-		if !ok || !sp.ClusterIP.Is4() || sp.Port == 0 || endpoints.ReservedReason(sp.ClusterIP) != "" {
+		if !ok || !fam.ofFamily(sp.ClusterIP) || sp.Port == 0 || endpoints.ReservedReason(sp.ClusterIP) != "" {
 			// The tracker already reported it; never emit a rule the kernel may refuse,
 			// nor capture an address of the node's own (127.0.0.1:80 would be every
 			// local client's port 80).
 			continue
 		}
-		usable, noLocal := targets(sp, eps[sp.Name], node)
+		usable, noLocal := targets(sp, eps[sp.Name], o.place())
+		// An endpoint and a hairpin element per endpoint, the dispatch, the ClusterIP
+		// and a sticky port: reserved at once rather than grown through copies.
+		f.Elements = slices.Grow(f.Elements, 2*len(usable)+3)
 		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
 			Comment: sp.Name.String()}
 		renderExternal(&f, sp, proto, eps[sp.Name], o)
@@ -87,23 +91,25 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServiceP
 // ClusterIP falls in the same shard of the endpoints map: lb-N-SS. Each call builds a
 // new value; callers that keep many Services deduplicate them (sharedChains).
 func loadBalanceChain(n int, clusterIP netip.Addr) *nft.Chain {
-	return &nft.Chain{Name: fmt.Sprintf("lb-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{nft.DNATMap{
-		Key: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(uint32(n))},
-		Map: endpointsMap(clusterIP),
-	}}}}}
+	x := fieldsFor(clusterIP)
+	return &nft.Chain{Name: fmt.Sprintf("lb-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{x.dnatMap(
+		[]nft.Operand{nft.F(x.daddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport), nft.Random(uint32(n))},
+		endpointsMap(clusterIP),
+	)}}}}
 }
 
-// targets picks the endpoints new connections may go to; with internalTrafficPolicy
-// Local only those on node (ready ones, else serving terminating ones, among them),
-// and noLocal reports that the Service has usable endpoints but none here.
-func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (usable []endpoints.Endpoint, noLocal bool) {
-	eps = programmable(eps)
+// targets picks the endpoints new connections may go to: those hints allow at here
+// (clusterEndpoints); with internalTrafficPolicy Local only those on this node (ready
+// ones, else serving terminating ones, among them, hints ignored), and noLocal
+// reports that the Service has usable endpoints but none here.
+func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, here endpoints.Place) (usable []endpoints.Endpoint, noLocal bool) {
+	eps = programmable(eps, sp.ClusterIP)
 	if !sp.InternalLocal {
-		return endpoints.UsableEndpoints(eps), false
+		return clusterEndpoints(sp, eps, here), false
 	}
 	var local []endpoints.Endpoint
 	for _, e := range eps {
-		if e.NodeName == node {
+		if e.NodeName == here.Node {
 			local = append(local, e)
 		}
 	}
@@ -112,11 +118,13 @@ func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, node string) (u
 }
 
 // programmable drops endpoints the kernel could not be given or that no connection
-// may be sent to (the tracker reports them); what is left is IPv4 with a port.
-func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
-	var out []endpoints.Endpoint
+// may be sent to (the tracker reports them); what is left has the family of the
+// Service's address (its table's) and a port.
+func programmable(eps []endpoints.Endpoint, clusterIP netip.Addr) []endpoints.Endpoint {
+	fam := fieldsFor(clusterIP)
+	out := make([]endpoints.Endpoint, 0, len(eps))
 	for _, e := range eps {
-		if e.Addr.Is4() && e.Port != 0 && endpoints.ReservedReason(e.Addr) == "" {
+		if fam.ofFamily(e.Addr) && e.Port != 0 && endpoints.ReservedReason(e.Addr) == "" {
 			out = append(out, e)
 		}
 	}
@@ -134,13 +142,24 @@ func programmable(eps []endpoints.Endpoint) []endpoints.Endpoint {
 func stickyChain(n int, clusterIP netip.Addr) *nft.Chain {
 	lb := loadBalanceChain(n, clusterIP)
 	return &nft.Chain{Name: fmt.Sprintf("sticky-%d-%02d", n, shardOf(clusterIP)), Rules: []nft.Rule{
-		{Stmts: []nft.Stmt{nft.DNATMap{Key: affinityKey, Map: affinityMap(clusterIP)}}},
+		{Stmts: []nft.Stmt{fieldsFor(clusterIP).dnatMap(fieldsFor(clusterIP).affinityKey(), affinityMap(clusterIP))}},
 		lb.Rules[0],
 	}}
 }
 
 // affinityKey is the client . ClusterIP . proto . port of a packet before NAT.
-var affinityKey = []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldIPDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}
+func (x ipFields) affinityKey() []nft.Operand {
+	return []nft.Operand{nft.F(x.saddr), nft.F(x.daddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldThDport)}
+}
+
+// dnatMap is "dnat ip to KEY map @m", or "dnat ip6 to" in the ip6 table.
+func (x ipFields) dnatMap(key []nft.Operand, m string) nft.DNATMap {
+	d := nft.DNATMap{Key: key, Map: m}
+	if x.table == nft.FamilyIPv6 {
+		d.Family = nft.FamilyIPv6
+	}
+	return d
+}
 
 // affinityChain records, after NAT, where a new connection to a sticky port went:
 // the key from the connection's original tuple, the endpoint from the packet and
@@ -153,10 +172,16 @@ func affinityChain(timeout time.Duration, proto uint8, clusterIP netip.Addr) *nf
 		timeout = DefaultAffinityTimeout // a zero dynset timeout would mean "never expire"
 	}
 	protoName := strings.ToLower(nft.Proto(proto).String())
-	return &nft.Chain{Name: fmt.Sprintf("affinity-%d-%s-%02d", int64(timeout/time.Second), protoName, shardOf(clusterIP)), Rules: []nft.Rule{{Stmts: []nft.Stmt{
+	return fieldsFor(clusterIP).recordChain(fmt.Sprintf("affinity-%d-%s-%02d", int64(timeout/time.Second), protoName, shardOf(clusterIP)), affinityMap(clusterIP), timeout, proto)
+}
+
+// recordChain writes a new connection's client . original address . proto .
+// original port : endpoint . endpoint port into the affinity map amap, with timeout.
+func (x ipFields) recordChain(name, amap string, timeout time.Duration, proto uint8) *nft.Chain {
+	return &nft.Chain{Name: name, Rules: []nft.Rule{{Stmts: []nft.Stmt{
 		nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
-		nft.Update{Set: affinityMap(clusterIP), Timeout: timeout,
-			Key:  []nft.Operand{nft.F(nft.FieldIPSaddr), nft.F(nft.FieldCtOrigDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldCtOrigProtoDst)},
-			Data: []nft.Operand{nft.F(nft.FieldIPDaddr), nft.F(nft.FieldCtReplyProtoSrc)}},
+		nft.Update{Set: amap, Timeout: timeout,
+			Key:  []nft.Operand{nft.F(x.saddr), nft.F(x.ctOrigDaddr), nft.F(nft.FieldL4Proto), nft.F(nft.FieldCtOrigProtoDst)},
+			Data: []nft.Operand{nft.F(x.daddr), nft.F(nft.FieldCtReplyProtoSrc)}},
 	}}}}
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,13 +184,8 @@ func TestTraceBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != len(tc.want) {
+			if !slices.Equal(got, tc.want) {
 				t.Fatalf("outcomes %v, want %v", got, tc.want)
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("outcomes %v, want %v", got, tc.want)
-				}
 			}
 		})
 	}

@@ -27,6 +27,13 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 	c := p.cfg.Tracker.TakeChanges()
 	snap, changed := c.Snapshot, c.Changed
+	if p.applyZone() {
+		changed = withAllServices(snap, changed)
+	}
+	if len(changed) > maxOwnersPerTx {
+		defer paceGC(bigSyncGCPercent)()
+		p.desired.ReserveElements(elementsEstimate(snap, changed))
+	}
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
 		owner := ServiceOwner(k)
@@ -34,7 +41,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 		p.desired.SetFragment(owner, f)
 		p.serving.render(owner, servingOf(ports, snap.Endpoints))
 		p.affinity.render(owner, stickyOf(f))
-		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.NodeName)
+		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.place())
 		p.health.update(k, ports, snap.Endpoints, p.cfg.NodeName)
 	}
 	p.programming.add(c.TriggerTimes)
@@ -48,6 +55,15 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 
 	p.commits = 0
+	p.cfg.Ledger.lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			p.cfg.Ledger.unlock()
+			locked = false
+		}
+	}
+	defer unlock()
 	gen0, genErr := p.cfg.Kernel.Generation(ctx)
 	read, err := p.refreshView(ctx, full, start, gen0, genErr)
 	if err != nil {
@@ -67,6 +83,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 	p.sweepAffinity(ctx) // before noteGeneration: its commit is ours
 	p.noteGeneration(ctx, gen0, genErr, read)
+	unlock()
 	p.reconcileConntrack(full)
 	releaseMemory(objects)
 	p.recordSync(start, full, len(changed), objects, syncErr == nil)
@@ -87,7 +104,7 @@ func (p *Proxy) settle() map[string]bool {
 	list := p.refused.list()
 	p.cfg.Metrics.RefusedServices.Set(float64(len(list)))
 	if p.cfg.Health != nil {
-		p.cfg.Health.SetRefused(list)
+		p.cfg.Health.SetRefused(p.cfg.Options.Family, list)
 	}
 	return pending
 }
@@ -124,7 +141,7 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	// Service is a queued change not programmed, and health says so after the
 	// timeout.
 	if p.cfg.Health != nil && ok {
-		p.cfg.Health.Synced(end)
+		p.cfg.Health.Synced(p.cfg.Options.Family, end)
 	}
 	if p.cfg.OnSynced != nil && ok {
 		p.cfg.OnSynced()

@@ -19,7 +19,7 @@ import (
 func oldStickyLayout(o Options) *nft.Ruleset {
 	sets := []*nft.Set{{Name: mapAffinity, Dynamic: true, Timeout: true, Size: affinitySetSize,
 		Key: []nft.DataType{nft.TypeIPv4Addr, nft.TypeIPv4Addr, nft.TypeInetService, nft.TypeIPv4Addr, nft.TypeInetService}}}
-	for _, s := range Sets() {
+	for _, s := range Sets(endpoints.IPv4) {
 		if s.Name != mapStickyPorts && !strings.HasPrefix(s.Name, mapAffinity+"-") {
 			sets = append(sets, s)
 		}

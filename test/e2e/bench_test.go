@@ -52,6 +52,10 @@ type benchRun struct {
 // to E2E_BENCH_KUBEPROXY_MAX (default 10000), svcproxy at all.
 // E2E_BENCH_CHANGES (default 20): changes timed per proxy and size.
 // E2E_BENCH_OUT: a file the runs are appended to as JSON lines.
+// E2E_BENCH_WRITE=etcd: the objects are written straight into etcd (benchetcd_test.go).
+// E2E_BENCH_PROXIES (default "svcproxy kube-proxy-nftables"): which proxies run, in
+// order; "svcproxy-before" is svcproxy built from another commit, the binary
+// E2E_BENCH_SVCPROXY_BEFORE, to compare two builds on the same objects.
 func TestBenchSideBySide(t *testing.T) {
 	if os.Getenv("E2E_BENCH") == "" {
 		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
@@ -63,13 +67,17 @@ func TestBenchSideBySide(t *testing.T) {
 	}
 	kpMax, _ := strconv.Atoi(envOr("E2E_BENCH_KUBEPROXY_MAX", "10000"))
 	changes, _ := strconv.Atoi(envOr("E2E_BENCH_CHANGES", "20"))
-	kinds := []string{"svcproxy"}
+	kinds := strings.Fields(envOr("E2E_BENCH_PROXIES", "svcproxy kube-proxy-nftables"))
 	kpNote := ""
-	if _, err := os.Stat(c.bin("kube-proxy")); err != nil {
-		kpNote = fmt.Sprintf("kube-proxy not built (%v): hack/build-k8s-bins.sh builds it", err)
-		fmt.Fprintln(os.Stderr, "bench: side by side without kube-proxy:", kpNote)
-	} else {
-		kinds = append(kinds, "kube-proxy-nftables")
+	if i := slices.Index(kinds, "kube-proxy-nftables"); i >= 0 {
+		if _, err := os.Stat(c.bin("kube-proxy")); err != nil {
+			kpNote = fmt.Sprintf("kube-proxy not built (%v): hack/build-k8s-bins.sh builds it", err)
+			fmt.Fprintln(os.Stderr, "bench: side by side without kube-proxy:", kpNote)
+			kinds = slices.Delete(kinds, i, i+1)
+		}
+	}
+	if slices.Contains(kinds, "svcproxy-before") && os.Getenv("E2E_BENCH_SVCPROXY_BEFORE") == "" {
+		t.Fatal("E2E_BENCH_PROXIES has svcproxy-before: set E2E_BENCH_SVCPROXY_BEFORE to its binary")
 	}
 	ctx := ctxFor(t, 2*time.Hour)
 	if err := c.registerBenchNode(ctx); err != nil {
@@ -82,13 +90,17 @@ func TestBenchSideBySide(t *testing.T) {
 	created := 0
 	for _, n := range sizes {
 		start := time.Now()
-		if err := createBenchObjects(ctx, cl, created, n); err != nil {
+		create := func() error { return createBenchObjects(ctx, cl, created, n) }
+		if os.Getenv("E2E_BENCH_WRITE") == "etcd" {
+			create = func() error { return c.createBenchObjectsInEtcd(ctx, cl, created, n) }
+		}
+		if err := create(); err != nil {
 			t.Fatalf("create objects: %v", err)
 		}
 		c.logf("bench: %d Services and EndpointSlices created in %v", n-created, time.Since(start).Round(time.Millisecond))
 		created = n
 		for _, kind := range kinds {
-			if kind != "svcproxy" && n > kpMax {
+			if strings.HasPrefix(kind, "kube-proxy") && n > kpMax {
 				writeBenchRun(t, benchRun{Proxy: kind, Services: n, Skipped: fmt.Sprintf("above E2E_BENCH_KUBEPROXY_MAX=%d", kpMax)})
 				continue
 			}
@@ -124,7 +136,11 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	nd := &node{name: benchNodeName, netns: w.Node, ip: benchNodeIP}
 	name := fmt.Sprintf("bench-%s-%d", kind, n)
 	start := time.Now()
-	p, err := c.start(name, w.Node, c.proxyCommandAs(kind, nd)...)
+	cmd := c.proxyCommandAs(kind, nd)
+	if kind == "svcproxy-before" {
+		cmd[0] = os.Getenv("E2E_BENCH_SVCPROXY_BEFORE") // another build, same flags
+	}
+	p, err := c.start(name, w.Node, cmd...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +170,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 		took = append(took, d)
 	}
 	if p.exited() {
-		return nil, fmt.Errorf("%s exited: %v", kind, p.err)
+		return nil, fmt.Errorf("%s exited: %v", kind, p.Err())
 	}
 	r.EndRSSMiB, r.EndHWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
 	if len(took) > 0 {
@@ -193,6 +209,9 @@ func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Pr
 // plugIntoBridge gives namespace nsName an eth0 on the cluster's bridge with the
 // bench node's address: the proxies reach the apiserver through it.
 func (c *cluster) plugIntoBridge(nsName string) error {
+	// The previous world's veth goes with its namespace, but asynchronously: a
+	// second proxy at the same size found it still there ("File exists").
+	_ = netns.IP("-n", c.bridgeNetns, "link", "del", "vbench")
 	for _, a := range [][]string{
 		{"-n", c.bridgeNetns, "link", "add", "vbench", "type", "veth", "peer", "name", "eth0", "netns", nsName},
 		{"-n", c.bridgeNetns, "link", "set", "vbench", "master", "br0"},

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -60,24 +61,39 @@ func parallel(n, workers int, f func(i int) error) error {
 }
 
 // churnEndpoints is what update u of Service i writes: 1 to 3 addresses
-// (never routed to; no traffic goes to these Services), different from
-// update u-1.
-func churnEndpoints(i, u int) []string {
+// of family f (never routed to; no traffic goes to these Services),
+// different from update u-1. IPv6 ones are in fd00:200::/64 and written
+// as netip prints them, as nft lists them, so that they compare as strings.
+func churnEndpoints(i, u int, f corev1.IPFamily) []string {
 	var out []string
 	for j := range 1 + u%3 {
-		out = append(out, fmt.Sprintf("10.%d.%d.%d", 200+(u+j)%50, i/256, i%256))
+		if f == corev1.IPv6Protocol {
+			out = append(out, netip.MustParseAddr(fmt.Sprintf("fd00:200::%x:%x", 200+(u+j)%50, i)).String())
+		} else {
+			out = append(out, fmt.Sprintf("10.%d.%d.%d", 200+(u+j)%50, i/256, i%256))
+		}
 	}
 	slices.Sort(out)
 	return out
 }
 
+// churnFamily is the family of Service i: the cluster's one, or in a
+// dual-stack cluster IPv4 for even i and IPv6 for odd i, so that both
+// families' tables take half of the churn.
+func (c *cluster) churnFamily(i int) corev1.IPFamily {
+	fams := c.family.ipFamilies()
+	return fams[i%len(fams)]
+}
+
 // TestEndpointSliceChurn writes E2E_CHURN_RATE (200) EndpointSlice updates
 // a second for E2E_CHURN_DURATION (2m) over E2E_CHURN_SERVICES (1000)
-// selectorless Services, then checks that every node's kernel load balances
-// each Service to exactly the endpoints of its last written slice. Reported:
-// the rate reached, the proxy's programming latency histogram (p50/p99), a
-// probe Service's write-to-first-answer latency under the churn, the time
-// to converge after the last write, and the proxies' RSS.
+// selectorless single-stack Services (in a dual-stack cluster half IPv4,
+// half IPv6; see churnFamily), then checks that every node's kernel load
+// balances each Service to exactly the endpoints of its last written
+// slice. Reported: the rate reached, the proxy's programming latency
+// histogram (p50/p99), a probe Service's write-to-first-answer latency
+// under the churn, the time to converge after the last write, and the
+// proxies' RSS.
 func TestEndpointSliceChurn(t *testing.T) {
 	r := track(t)
 	c := theCluster
@@ -105,16 +121,21 @@ func TestEndpointSliceChurn(t *testing.T) {
 	objs := make([]*discoveryv1.EndpointSlice, nSvc)
 	last := make([][]string, nSvc) // endpoints of the last written slice
 	if err := parallel(nSvc, 16, func(i int) error {
+		f := c.churnFamily(i)
 		s, err := svcs.Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%04d", i), Labels: map[string]string{churnLabel: "1"}},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{servicePort("", 80, 80)}},
+			Spec: corev1.ServiceSpec{
+				Ports:          []corev1.ServicePort{servicePort("", 80, 80)},
+				IPFamilyPolicy: ref(corev1.IPFamilyPolicySingleStack),
+				IPFamilies:     []corev1.IPFamily{f},
+			},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
 		ips[i] = s.Spec.ClusterIP
-		last[i] = churnEndpoints(i, 0)
-		objs[i], err = esc.Create(ctx, churnSlice(i, last[i]), metav1.CreateOptions{})
+		last[i] = churnEndpoints(i, 0, f)
+		objs[i], err = esc.Create(ctx, churnSlice(i, last[i], f), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		t.Fatalf("create %d Services and slices: %v", nSvc, err)
@@ -157,7 +178,7 @@ func TestEndpointSliceChurn(t *testing.T) {
 					return
 				}
 				i := mine[k]
-				eps := churnEndpoints(i, u[k]+1)
+				eps := churnEndpoints(i, u[k]+1, c.churnFamily(i))
 				s := objs[i].DeepCopy()
 				s.Endpoints = churnSliceEndpoints(eps)
 				// As the EndpointSlice controller does: proxies measure
@@ -239,8 +260,9 @@ func churnSliceEndpoints(addrs []string) []discoveryv1.Endpoint {
 	return eps
 }
 
-func churnSlice(i int, addrs []string) *discoveryv1.EndpointSlice {
+func churnSlice(i int, addrs []string, f corev1.IPFamily) *discoveryv1.EndpointSlice {
 	s := manualSlice(fmt.Sprintf("churn-%04d", i), fmt.Sprintf("churn-%04d", i), 80, churnSliceEndpoints(addrs)...)
+	s.AddressType = discoveryv1.AddressType(f) // IPv4, IPv6: the same names
 	s.Labels[discoveryv1.LabelManagedBy] = "churn." + managedBy
 	s.Labels[churnLabel] = "1"
 	return s

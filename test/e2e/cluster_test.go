@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,20 +22,18 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcproxy/svcproxy/internal/controlplane"
 	"github.com/svcproxy/svcproxy/internal/netns"
-
-	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // The simulated kind cluster. Every namespace name starts with the run's
 // prefix; the root network namespace is never changed.
 const (
 	namePrefix     = "spe2e-" // + owner pid + "-" + random: stale runs are found by pid
-	gatewayIP      = "172.18.0.1"
-	bridgeBits     = "/16"
+	gatewayIP      = controlplane.GatewayIP
+	bridgeBits     = controlplane.BridgeBits
 	serviceCIDR    = "10.96.0.0/16"
 	clusterCIDR    = "10.244.0.0/16"
-	kubernetesIP   = "10.96.0.1"
 	apiPort        = 6443
 	healthzPort    = 10256
 	metricsPort    = 10249
@@ -46,10 +45,13 @@ type node struct {
 	name    string // Node object
 	short   string // cp, w1, w2
 	netns   string
-	ip      string
-	podCIDR string
-	worker  bool
-	agent   *proc
+	ip      string   // primary address (the first of ips)
+	ips     []string // one per family of the cluster, primary first
+	podCIDR string   // primary pod CIDR (the first of podCIDRs)
+	// podCIDRs has one range per family, primary first.
+	podCIDRs []string
+	worker   bool
+	agent    *proc
 
 	mu        sync.Mutex
 	proxy     *proc
@@ -62,6 +64,7 @@ type cluster struct {
 	logDir      string
 	bins        string
 	proxyKind   string
+	family      family
 	svcproxyBin string
 	agentBin    string
 	bridgeNetns string
@@ -115,108 +118,56 @@ func newCluster(cfg config) (*cluster, error) {
 	if prefix == "" {
 		prefix = fmt.Sprintf("%s%d-%04x-", namePrefix, os.Getpid(), time.Now().UnixNano()&0xffff)
 	}
-	dir, err := os.MkdirTemp("", strings.TrimSuffix(prefix, "-")+".")
+	dir, logDir, err := controlplane.WorkDir(prefix)
 	if err != nil {
 		return nil, err
 	}
 	c := &cluster{
 		prefix:      prefix,
 		dir:         dir,
-		logDir:      filepath.Join(dir, "logs"),
+		logDir:      logDir,
 		bins:        cfg.bins,
 		proxyKind:   cfg.proxy,
+		family:      cfg.family,
 		svcproxyBin: cfg.svcproxyBin,
 		agentBin:    cfg.agentBin,
 		bridgeNetns: prefix + "net",
 		benchOnly:   cfg.bench,
 	}
-	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
-		return nil, err
-	}
-	names := []string{"svcproxy-control-plane", "svcproxy-worker", "svcproxy-worker2"}
-	shorts := []string{"cp", "w1", "w2"}
-	for i := range names {
-		c.nodes = append(c.nodes, &node{
-			name:    names[i],
-			short:   shorts[i],
-			netns:   prefix + shorts[i],
-			ip:      fmt.Sprintf("172.18.0.%d", i+2),
-			podCIDR: fmt.Sprintf("10.244.%d.0/24", i),
-			worker:  i > 0,
-		})
+	for i, k := range controlplane.KindNodes(prefix) {
+		ips := cfg.family.pick(k.IP, nodeIP6(i))
+		podCIDRs := cfg.family.pick(k.PodCIDR, podCIDR6(i))
+		c.nodes = append(c.nodes, &node{name: k.Name, short: k.Short, netns: k.Netns, worker: k.Worker,
+			ip: ips[0], ips: ips, podCIDR: podCIDRs[0], podCIDRs: podCIDRs})
 	}
 	return c, nil
 }
 
 // up brings the whole cluster up; on error the caller tears down.
 func (c *cluster) up(ctx context.Context) error {
-	steps := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"network", c.setupNetwork},
-		{"outside", c.setupOutside},
-		{"pki", c.setupPKI},
-		{"control plane", c.startControlPlane},
-		{"nodes", c.registerNodes},
-		{"node agents", c.startAgents},
-		{"proxies", c.startProxies},
+	steps := []controlplane.Step{
+		{Name: "network", Fn: c.setupNetwork},
+		{Name: "outside", Fn: c.setupOutside},
+		{Name: "pki", Fn: c.setupPKI},
+		{Name: "control plane", Fn: c.startControlPlane},
+		{Name: "nodes", Fn: c.registerNodes},
+		{Name: "node agents", Fn: c.startAgents},
+		{Name: "proxies", Fn: c.startProxies},
 	}
 	if c.benchOnly {
 		steps = steps[:4] // through the Nodes
 	}
-	for _, s := range steps {
-		start := time.Now()
-		if err := s.fn(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		c.logf("%s ready in %v", s.name, time.Since(start).Round(time.Millisecond))
-	}
-	return nil
+	return controlplane.RunSteps(ctx, c.logf, steps)
 }
 
+// setupNetwork builds the bridge and the nodes' namespaces
+// (internal/controlplane, shared with test/e2enode).
 func (c *cluster) setupNetwork(context.Context) error {
-	br := c.bridgeNetns
-	cmds := [][]string{
-		{"netns", "add", br},
-		{"-n", br, "link", "set", "lo", "up"},
-		{"-n", br, "link", "add", "br0", "type", "bridge"},
-		{"-n", br, "addr", "add", gatewayIP + bridgeBits, "dev", "br0"},
-		{"-n", br, "link", "set", "br0", "up"},
-	}
-	for i, n := range c.nodes {
-		port := fmt.Sprintf("vn%d", i)
-		cmds = append(cmds,
-			[]string{"netns", "add", n.netns},
-			[]string{"-n", n.netns, "link", "set", "lo", "up"},
-			[]string{"-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.netns},
-			[]string{"-n", br, "link", "set", port, "master", "br0"},
-			[]string{"-n", br, "link", "set", port, "up"},
-			[]string{"-n", n.netns, "addr", "add", n.ip + bridgeBits, "dev", "eth0"},
-			[]string{"-n", n.netns, "link", "set", "eth0", "up"},
-			[]string{"-n", n.netns, "route", "add", "default", "via", gatewayIP},
-		)
-		for _, m := range c.nodes {
-			if m != n {
-				cmds = append(cmds, []string{"-n", n.netns, "route", "add", m.podCIDR, "via", m.ip})
-			}
-		}
-	}
-	for _, a := range cmds {
-		if err := netns.IP(a...); err != nil {
-			return err
-		}
-	}
+	var nodes []controlplane.Node
 	for _, n := range c.nodes {
-		if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w",
-			"net.ipv4.ip_forward=1",
-			"net.ipv4.conf.all.rp_filter=0",
-			"net.ipv4.conf.default.rp_filter=0",
-		); err != nil {
-			return err
-		}
+		nodes = append(nodes, controlplane.Node{Netns: n.netns, IPs: n.ips, PodCIDRs: n.podCIDRs})
 	}
-	return nil
+	return controlplane.SetupNetwork(c.bridgeNetns, nodes)
 }
 
 func (c *cluster) setupPKI(context.Context) error {
@@ -227,7 +178,7 @@ func (c *cluster) setupPKI(context.Context) error {
 	c.pki = p
 	cp := c.cp()
 	if err := p.issue("apiserver", "kube-apiserver", nil,
-		[]string{"127.0.0.1", cp.ip, kubernetesIP},
+		append(append([]string{"127.0.0.1"}, cp.ips...), c.family.pick(kubernetesIPv4, kubernetesIP6)...),
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	); err != nil {
 		return err
@@ -243,7 +194,7 @@ func (c *cluster) setupPKI(context.Context) error {
 		return err
 	}
 	// The proxies run on every node and reach the API server over the bridge.
-	if c.proxyKC, err = p.kubeconfig("proxy", fmt.Sprintf("https://%s:%d", cp.ip, apiPort), "system:kube-proxy"); err != nil {
+	if c.proxyKC, err = p.kubeconfig("proxy", "https://"+net.JoinHostPort(cp.ip, fmt.Sprint(apiPort)), "system:kube-proxy"); err != nil {
 		return err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKC)
@@ -259,88 +210,36 @@ func (c *cluster) setupPKI(context.Context) error {
 
 func (c *cluster) bin(name string) string { return filepath.Join(c.bins, name) }
 
+// startControlPlane starts etcd, kube-apiserver (RBAC), the controllers of
+// controllerList and kube-scheduler in the control-plane node's namespace
+// (internal/controlplane, shared with test/e2enode).
 func (c *cluster) startControlPlane(ctx context.Context) error {
-	cp := c.cp()
-	p := c.pki.path
-	etcd, err := c.start("etcd", cp.netns, c.bin("etcd"),
-		"--name=e2e",
-		"--data-dir="+filepath.Join(c.dir, "etcd"),
-		"--listen-client-urls=http://127.0.0.1:2379",
-		"--advertise-client-urls=http://127.0.0.1:2379",
-		"--listen-peer-urls=http://127.0.0.1:2380",
-		"--initial-advertise-peer-urls=http://127.0.0.1:2380",
-		"--initial-cluster=e2e=http://127.0.0.1:2380",
-		"--unsafe-no-fsync",
-		"--log-level=warn",
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, etcd)
-	c.etcd = etcd
-	api, err := c.start("kube-apiserver", cp.netns, c.bin("kube-apiserver"),
-		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=0.0.0.0",
-		fmt.Sprintf("--secure-port=%d", apiPort),
-		"--advertise-address="+cp.ip,
-		"--service-cluster-ip-range="+serviceCIDR,
-		"--authorization-mode=RBAC",
-		"--client-ca-file="+p("ca.crt"),
-		"--tls-cert-file="+p("apiserver.crt"),
-		"--tls-private-key-file="+p("apiserver.key"),
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p("sa.key"),
-		"--service-account-signing-key-file="+p("sa.key"),
-		"--cert-dir="+filepath.Join(c.dir, "apiserver"),
-		"--profiling=false",
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, api)
-	c.apiserver = api
-	if err := c.waitAPIReady(ctx); err != nil {
-		return err
-	}
-	kcm, err := c.start("kube-controller-manager", cp.netns, c.bin("kube-controller-manager"),
-		"--kubeconfig="+p("kcm.kubeconfig"),
-		"--authentication-kubeconfig="+p("kcm.kubeconfig"),
-		"--authorization-kubeconfig="+p("kcm.kubeconfig"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
-		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+p("sa.key"),
-		"--root-ca-file="+p("ca.crt"),
-		"--controllers="+controllerList,
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, kcm)
-	sched, err := c.start("kube-scheduler", cp.netns, c.bin("kube-scheduler"),
-		"--kubeconfig="+p("scheduler.kubeconfig"),
-		"--authentication-kubeconfig="+p("scheduler.kubeconfig"),
-		"--authorization-kubeconfig="+p("scheduler.kubeconfig"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
-		"-v="+envOr("E2E_SCHEDULER_V", "0"),
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, sched)
-	// The serviceaccount controller creates "default"; Pods need it.
-	err = poll.UntilOrAbort(ctx, 60*time.Second, 250*time.Millisecond, func() (bool, string, error) {
-		if kcm.exited() {
-			return false, "", errors.New("kube-controller-manager exited")
-		}
-		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err), nil
+	cp, err := controlplane.Start(ctx, controlplane.Config{
+		Dir:               c.dir,
+		LogDir:            c.logDir,
+		Netns:             c.cp().netns,
+		Bin:               c.bin,
+		PKI:               c.pki.path,
+		Client:            c.client,
+		EtcdName:          "e2e",
+		AdvertiseAddress:  c.cp().ip,
+		APIPort:           apiPort,
+		ServiceCIDR:       c.family.serviceCIDRs(),
+		BindAddress:       c.family.anyAddr(),
+		AuthorizationMode: "RBAC",
+		Controllers:       controllerList,
+		SchedulerArgs:     []string{"-v=" + envOr("E2E_SCHEDULER_V", "0")},
 	})
-	if err != nil {
-		return fmt.Errorf("default ServiceAccount: %w", err)
+	for _, p := range cp.Procs() {
+		c.control = append(c.control, &proc{p})
 	}
-	return nil
+	if cp.Etcd != nil {
+		c.etcd = c.control[0]
+	}
+	if cp.APIServer != nil {
+		c.apiserver = c.control[1]
+	}
+	return err
 }
 
 func (c *cluster) registerNodes(ctx context.Context) error {
@@ -354,7 +253,7 @@ func (c *cluster) registerNodes(ctx context.Context) error {
 					"kubernetes.io/arch":     "amd64",
 				},
 			},
-			Spec: corev1.NodeSpec{PodCIDR: n.podCIDR, PodCIDRs: []string{n.podCIDR}},
+			Spec: corev1.NodeSpec{PodCIDR: n.podCIDR, PodCIDRs: n.podCIDRs},
 		}
 		if !n.worker {
 			obj.Labels["node-role.kubernetes.io/control-plane"] = ""
@@ -378,10 +277,7 @@ func (c *cluster) registerNodes(ctx context.Context) error {
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "E2EAgentReady",
 				LastHeartbeatTime: now, LastTransitionTime: now,
 			}},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: n.ip},
-				{Type: corev1.NodeHostName, Address: n.name},
-			},
+			Addresses: nodeAddresses(n),
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion: k8sVersion, OperatingSystem: "linux", Architecture: "amd64",
 				ContainerRuntimeVersion: "e2e://netns",
@@ -417,8 +313,8 @@ func (c *cluster) startAgents(context.Context) error {
 			"--api-netns="+c.cp().netns,
 			"--node="+n.name,
 			"--node-netns="+n.netns,
-			"--node-ip="+n.ip,
-			"--pod-cidr="+n.podCIDR,
+			"--node-ip="+strings.Join(n.ips, ","),
+			"--pod-cidr="+strings.Join(n.podCIDRs, ","),
 			"--pod-netns-prefix="+c.prefix+n.short+"-p",
 		)
 		if err != nil {

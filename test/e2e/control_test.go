@@ -4,28 +4,16 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/internal/controlplane"
 )
 
 // waitAPIReady waits until kube-apiserver answers /readyz with ok.
 func (c *cluster) waitAPIReady(ctx context.Context) error {
-	api, etcd := c.apiserver, c.etcd
-	err := poll.UntilOrAbort(ctx, 90*time.Second, 100*time.Millisecond, func() (bool, string, error) {
-		if api.exited() || etcd.exited() {
-			return false, "", errors.New("etcd or kube-apiserver exited")
-		}
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return false, fmt.Sprintf("%v %s", err, body), nil
-		}
-		return string(body) == "ok", string(body), nil
-	})
-	if err != nil {
-		return fmt.Errorf("kube-apiserver /readyz: %w (see %s)", err, c.logDir)
+	if err := controlplane.WaitAPIReady(ctx, c.client, c.etcd.Proc, c.apiserver.Proc); err != nil {
+		return fmt.Errorf("%w (see %s)", err, c.logDir)
 	}
 	return nil
 }
@@ -37,7 +25,7 @@ func (c *cluster) waitAPIReady(ctx context.Context) error {
 // and proxies keep running and see connections refused.
 func (c *cluster) stopAPI() {
 	c.apiserver.kill()
-	<-c.apiserver.done
+	<-c.apiserver.Done()
 	c.etcd.stop(10 * time.Second)
 }
 

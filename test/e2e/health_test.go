@@ -23,23 +23,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// sideNode adds a network namespace on the cluster's bridge at ip (a "node" with
+// sideNode adds a network namespace on the cluster's bridge at ips (one per family; a "node" with
 // no Node object and no pods) and removes it when the test ends.
-func (c *cluster) sideNode(t *testing.T, short, ip string) string {
+func (c *cluster) sideNode(t *testing.T, short string, ips ...string) string {
 	t.Helper()
 	name := c.prefix + short
 	br := c.bridgeNetns
 	port := "vs" + short
-	for _, a := range [][]string{
+	cmds := [][]string{
 		{"netns", "add", name},
 		{"-n", name, "link", "set", "lo", "up"},
 		{"-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", name},
 		{"-n", br, "link", "set", port, "master", "br0"},
 		{"-n", br, "link", "set", port, "up"},
-		{"-n", name, "addr", "add", ip + bridgeBits, "dev", "eth0"},
-		{"-n", name, "link", "set", "eth0", "up"},
-		{"-n", name, "route", "add", "default", "via", gatewayIP},
-	} {
+	}
+	for _, ip := range ips {
+		if isIPv6(ip) {
+			cmds = append(cmds, []string{"-n", name, "addr", "add", ip + bridgeBits6, "dev", "eth0", "nodad"})
+		} else {
+			cmds = append(cmds, []string{"-n", name, "addr", "add", ip + bridgeBits, "dev", "eth0"})
+		}
+	}
+	cmds = append(cmds, []string{"-n", name, "link", "set", "eth0", "up"})
+	for _, ip := range ips {
+		gw := gatewayIP
+		if isIPv6(ip) {
+			gw = gatewayIP6
+		}
+		cmds = append(cmds, []string{"-n", name, "route", "add", "default", "via", gw})
+	}
+	for _, a := range cmds {
 		if err := netns.IP(a...); err != nil {
 			t.Fatal(err)
 		}
@@ -313,11 +326,11 @@ func TestHealthMatchesKubeProxy(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	for _, s := range sides {
-		_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.proc.Cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, s := range sides {
 		select {
-		case <-s.proc.done:
+		case <-s.proc.Done():
 		case <-time.After(10 * time.Second):
 			t.Errorf("%s still runs 10 s after SIGTERM", s.name)
 		}

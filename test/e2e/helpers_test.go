@@ -77,12 +77,29 @@ func readyEndpoints(ctx context.Context, svc string) ([]string, error) {
 	return out, nil
 }
 
-// waitEndpoints waits until the Service has exactly the given ready addresses.
+// waitEndpoints waits until the Service has exactly the given pods' ready
+// addresses, one per family of the Service (a dual-stack Service has a
+// slice per family).
 func waitEndpoints(t *testing.T, svc string, ps []corev1.Pod) {
 	t.Helper()
+	var fams []corev1.IPFamily
+	if s, err := theCluster.client.CoreV1().Services(ns).Get(ctxFor(t, 30*time.Second), svc, metav1.GetOptions{}); err == nil {
+		fams = s.Spec.IPFamilies
+	}
 	var want []string
 	for _, p := range ps {
-		want = append(want, p.Status.PodIP)
+		if len(fams) == 0 {
+			want = append(want, p.Status.PodIP)
+		}
+		for _, f := range fams {
+			ips := podIPStrings(p)
+			if len(ips) == 0 {
+				ips = []string{p.Status.PodIP}
+			}
+			if ip := ofFamily(ips, f); ip != "" {
+				want = append(want, ip)
+			}
+		}
 	}
 	sort.Strings(want)
 	poll.Eventually(t, 60*time.Second, "endpoints of "+svc, func() (bool, string) {

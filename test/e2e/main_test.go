@@ -23,6 +23,7 @@ import (
 type config struct {
 	bins        string // directory with etcd, kube-apiserver, ...
 	proxy       string // svcproxy | kube-proxy-iptables | kube-proxy-nftables
+	family      family // E2E_FAMILY: ipv4 | dual | ipv6
 	svcproxyBin string
 	agentBin    string
 	prefix      string // optional namespace name prefix
@@ -52,6 +53,13 @@ func mainRun(m *testing.M) int {
 	if cfg.proxy == "" {
 		cfg.proxy = "svcproxy"
 	}
+	var err error
+	if cfg.family, err = parseFamily(os.Getenv("E2E_FAMILY")); err != nil {
+		fmt.Println("e2e:", err)
+		return 1
+	}
+	useFamily(cfg.family)
+	limitToFamilyScenarios(cfg.family)
 	if cfg.bins == "" || (cfg.agentBin == "" && !cfg.bench) {
 		fmt.Println("e2e: E2E_K8S_BINS or E2E_NODEAGENT_BIN not set; run hack/e2e.sh")
 		return 1
@@ -76,7 +84,7 @@ func mainRun(m *testing.M) int {
 		return 1
 	}
 	theCluster = c
-	c.logf("run %s, proxy %s, work dir %s", c.prefix, c.proxyKind, c.dir)
+	c.logf("run %s, proxy %s, family %s, work dir %s", c.prefix, c.proxyKind, c.family, c.dir)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

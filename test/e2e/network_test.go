@@ -21,7 +21,7 @@ func TestPodNetwork(t *testing.T) {
 	pod(t, "net-target", w2.name, map[string]string{"app": "net-target"}, tcpPort(80))
 	target := waitPods(t, map[string]string{"app": "net-target"}, 1)[0]
 	cl := clientOn(w1.name)
-	url := fmt.Sprintf("http://%s/clientip", target.Status.PodIP)
+	url := fmt.Sprintf("http://%s/clientip", hostPort(target.Status.PodIP, 80))
 	var got string
 	poll.Eventually(t, 30*time.Second, "pod to pod across nodes", func() (bool, string) {
 		var err error
@@ -35,7 +35,7 @@ func TestPodNetwork(t *testing.T) {
 	svc := service(t, simpleService("net-target", 80, tcp, map[string]string{"app": "net-target"}))
 	poll.Eventually(t, 30*time.Second, "source through the ClusterIP", func() (bool, string) {
 		var err error
-		got, err = cl.get(fmt.Sprintf("http://%s/clientip", svc.Spec.ClusterIP))
+		got, err = cl.get(fmt.Sprintf("http://%s/clientip", hostPort(svc.Spec.ClusterIP, 80)))
 		return err == nil, fmt.Sprint(err)
 	})
 	if got == cl.ip {

@@ -113,16 +113,29 @@ func (s *rssSampler) report(t *testing.T, c *cluster, boundKiB int) string {
 // mode) the whole ruleset that iptables-nft writes. One normalised line per
 // rule, chain, set and element line.
 func (c *cluster) ruleset(n *node) ([]string, error) {
-	args := []string{"nft", "-a", "list", "ruleset"}
-	switch c.proxyKind {
-	case "svcproxy":
-		args = []string{"nft", "-a", "list", "table", "ip", "svcproxy"}
-	case "kube-proxy-nftables":
-		args = []string{"nft", "-a", "list", "table", "ip", "kube-proxy"}
+	if c.proxyKind == "kube-proxy-iptables" {
+		out, err := netns.Exec(n.netns, "nft", "-a", "list", "ruleset")
+		if err != nil {
+			return nil, err
+		}
+		return readback.RulesetLines(out), nil
 	}
-	out, err := netns.Exec(n.netns, args...)
-	if err != nil {
-		return nil, err
+	// The proxy's table of every family of the cluster; each line names its
+	// table's family, so that a rule lost in one is not hidden by the same
+	// rule in the other.
+	table := "svcproxy"
+	if c.proxyKind == "kube-proxy-nftables" {
+		table = "kube-proxy"
 	}
-	return readback.RulesetLines(out), nil
+	var lines []string
+	for _, fam := range c.family.pick("ip", "ip6") {
+		out, err := netns.Exec(n.netns, "nft", "-a", "list", "table", fam, table)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range readback.RulesetLines(out) {
+			lines = append(lines, fam+" "+l)
+		}
+	}
+	return lines, nil
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
@@ -22,26 +24,25 @@ import (
 // addresses so that loadBalancerSourceRanges can let one in and keep the
 // other out, and no default route: it reaches node addresses on the bridge
 // and the external addresses a scenario routes through a node (as a router
-// or a BGP-announced load balancer IP would), nothing else.
-const (
-	outsideIP      = "172.18.0.100" // the client's address
-	outsideOtherIP = "172.18.0.101" // a second client, outside any allowed source range
-)
+// or a BGP-announced load balancer IP would), nothing else. Its addresses
+// (outsideIP, outsideOtherIP) are in family_test.go: in a dual-stack
+// cluster it has one more of each, IPv6.
 
 func (c *cluster) outsideNetns() string { return c.prefix + "out" }
 
 func (c *cluster) setupOutside(context.Context) error {
 	out, br := c.outsideNetns(), c.bridgeNetns
-	for _, a := range [][]string{
+	cmds := [][]string{
 		{"netns", "add", out},
 		{"-n", out, "link", "set", "lo", "up"},
 		{"-n", br, "link", "add", "vout", "type", "veth", "peer", "name", "eth0", "netns", out},
 		{"-n", br, "link", "set", "vout", "master", "br0"},
 		{"-n", br, "link", "set", "vout", "up"},
-		{"-n", out, "addr", "add", outsideIP + bridgeBits, "dev", "eth0"},
-		{"-n", out, "addr", "add", outsideOtherIP + bridgeBits, "dev", "eth0"},
-		{"-n", out, "link", "set", "eth0", "up"},
-	} {
+	}
+	cmds = append(cmds, c.family.addrCmds(out, "eth0", outsideIPv4, outsideIP6)...)
+	cmds = append(cmds, c.family.addrCmds(out, "eth0", outsideOtherIPv4, outsideOtherIP6)...)
+	cmds = append(cmds, []string{"-n", out, "link", "set", "eth0", "up"})
+	for _, a := range cmds {
 		if err := netns.IP(a...); err != nil {
 			return err
 		}
@@ -51,19 +52,20 @@ func (c *cluster) setupOutside(context.Context) error {
 	// redirects the client to the gateway, and the client would then send
 	// that address there for minutes, not through the node the scenario
 	// routes it to. rp_filter off as on the nodes.
-	_, err := netns.Exec(out, "sysctl", "-q", "-w",
+	_, err := netns.Exec(out, append([]string{"sysctl", "-q", "-w",
 		"net.ipv4.conf.all.accept_redirects=0",
 		"net.ipv4.conf.eth0.accept_redirects=0",
 		"net.ipv4.conf.all.rp_filter=0",
 		"net.ipv4.conf.eth0.rp_filter=0",
-	)
+	}, c.family.outsideSysctls()...)...)
 	return err
 }
 
-// routeVia makes the outside send packets for ip to node n, as a router in
-// front of the cluster (or a BGP announcement) would.
+// routeVia makes the outside send packets for ip to node n (its address of
+// ip's family), as a router in front of the cluster (or a BGP
+// announcement) would.
 func (c *cluster) routeVia(ip string, n *node) error {
-	return netns.IP("-n", c.outsideNetns(), "route", "replace", ip+"/32", "via", n.ip)
+	return netns.IP("-n", c.outsideNetns(), "route", "replace", hostCIDR(ip), "via", nodeIP(n, familyOf(ip)))
 }
 
 // caller makes requests from one network namespace and source address: the
@@ -72,14 +74,41 @@ type caller struct {
 	name  string
 	netns string
 	src   string // source address; "" lets the kernel choose
+	src6  string // source address towards IPv6 destinations in a dual-stack cluster
 }
 
 func (c *cluster) outside() caller {
-	return caller{name: "outside " + outsideIP, netns: c.outsideNetns(), src: outsideIP}
+	cl := caller{name: "outside " + outsideIP, netns: c.outsideNetns(), src: outsideIP}
+	if c.family == familyDual {
+		cl.src6 = outsideIP6
+	}
+	return cl
 }
 
 func (c *cluster) outsideOther() caller {
-	return caller{name: "outside " + outsideOtherIP, netns: c.outsideNetns(), src: outsideOtherIP}
+	cl := caller{name: "outside " + outsideOtherIP, netns: c.outsideNetns(), src: outsideOtherIP}
+	if c.family == familyDual {
+		cl.src6 = outsideOtherIP6
+	}
+	return cl
+}
+
+// srcFor is the source address towards addr (host:port): src, or src6 for
+// an IPv6 destination when the caller has one.
+func (cl caller) srcFor(addr string) string {
+	if cl.src6 != "" && isIPv6(addr) {
+		return cl.src6
+	}
+	return cl.src
+}
+
+// srcOf is the caller's own address of family f ("" when the kernel
+// chooses).
+func (cl caller) srcOf(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol && cl.src6 != "" {
+		return cl.src6
+	}
+	return cl.src
 }
 
 func nodeCaller(n *node) caller { return caller{name: "node " + n.short, netns: n.netns} }
@@ -87,11 +116,13 @@ func nodeCaller(n *node) caller { return caller{name: "node " + n.short, netns: 
 func podCaller(p *podClient) caller { return caller{name: "pod " + p.name, netns: p.netns} }
 
 func (cl caller) dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	if cl.src != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(cl.src)}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		if src := cl.srcFor(addr); src != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+		}
+		return netns.Dialer(cl.netns, d)(ctx, network, addr)
 	}
-	return netns.Dialer(cl.netns, d)
 }
 
 // get makes one HTTP GET on a new connection and returns the trimmed body.
@@ -128,10 +159,10 @@ func (cl caller) peer(addr string, timeout time.Duration) (string, error) {
 // udpConn opens a connected UDP socket from cl's namespace and source.
 func (cl caller) udpConn(addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
-	if cl.src != "" {
-		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(cl.src)}
+	if src := cl.srcFor(addr); src != "" {
+		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(src)}
 	}
-	return netns.Dialer(cl.netns, d)(context.Background(), "udp4", addr)
+	return netns.Dialer(cl.netns, d)(context.Background(), "udp", addr)
 }
 
 // Outcomes of one attempt, as the scenarios and the matrix name them.

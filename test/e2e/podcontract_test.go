@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/install"
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // The node of the pod contract scenario: no proxy but the one under test,
@@ -29,6 +31,7 @@ const (
 	contractNode  = "svcproxy-podcontract"
 	contractShort = "pc"
 	contractIP    = "172.18.0.9"
+	contractIP6   = "fd00:172:18::9"
 	// Where kubelet mounts the ServiceAccount's token and CA in every pod.
 	saMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 )
@@ -67,7 +70,7 @@ func TestPodContract(t *testing.T) {
 	n := addContractNode(t, ctx)
 	// The premise: before svcproxy runs, the kubernetes Service is unreachable
 	// from this node, as on a kind cluster with kubeProxyMode none.
-	if err := (&podClient{name: contractNode, netns: n.netns}).dialTCP(kubernetesIP+":443", time.Second); err == nil {
+	if err := (&podClient{name: contractNode, netns: n.netns}).dialTCP(net.JoinHostPort(kubernetesIP, "443"), time.Second); err == nil {
 		t.Fatalf("%s:443 answers from %s before any proxy runs there", kubernetesIP, contractNode)
 	} else {
 		t.Logf("before svcproxy: %s:443 from %s: %v", kubernetesIP, contractNode, err)
@@ -113,7 +116,7 @@ func TestPodContract(t *testing.T) {
 	}
 	n.proxy = p
 	t.Cleanup(func() { p.stop(3 * time.Second) })
-	logPath := filepath.Join(c.logDir, p.name+".log")
+	logPath := filepath.Join(c.logDir, p.Name+".log")
 
 	if err := c.waitProxyHealthy(ctx, n, 60*time.Second); err != nil {
 		t.Fatalf("svcproxy as its pod never became healthy: %v\n%s", err, tail(logPath, 30))
@@ -125,16 +128,24 @@ func TestPodContract(t *testing.T) {
 	// Service it could not reach before.
 	lbl := map[string]string{"app": "podcontract"}
 	deployment(t, "podcontract", 1, lbl, 1, tcpPort(80))
-	svc := service(t, simpleService("podcontract", 80, tcp, lbl))
+	svc := service(t, c.bothFamilies(simpleService("podcontract", 80, tcp, lbl)))
 	pods := waitPods(t, lbl, 1)
-	cl := &podClient{name: contractNode, node: contractNode, netns: n.netns, ip: contractIP}
-	expectAnswers(t, cl, svc.Spec.ClusterIP, 80, names(pods))
-	if v, err := cl.get("https://" + kubernetesIP + "/version"); err != nil || !strings.Contains(v, k8sVersion) {
+	// kube-controller-manager's lag is not the contract's: the pod must be in
+	// the Service's EndpointSlice before svcproxy is asked to serve it.
+	poll.Eventually(t, 3*time.Minute, "the podcontract pod in its EndpointSlice", func() (bool, string) {
+		got, err := readyEndpoints(context.Background(), "podcontract")
+		return err == nil && len(got) > 0, fmt.Sprintf("%v %v", got, err)
+	})
+	cl := &podClient{name: contractNode, node: contractNode, netns: n.netns, ip: n.ip}
+	for _, ip := range svc.Spec.ClusterIPs { // each family's, in a dual-stack cluster
+		expectAnswers(t, cl, ip, 80, names(pods))
+	}
+	if v, err := cl.get("https://" + net.JoinHostPort(kubernetesIP, "443") + "/version"); err != nil || !strings.Contains(v, k8sVersion) {
 		t.Errorf("https://%s/version from %s through svcproxy: %q, %v", kubernetesIP, contractNode, v, err)
 	}
 
 	if p.exited() {
-		t.Fatalf("svcproxy exited (%v):\n%s", p.err, tail(logPath, 30))
+		t.Fatalf("svcproxy exited (%v):\n%s", p.Err(), tail(logPath, 30))
 	}
 	// A right it lacks shows in its log even where nothing above depends on
 	// it: "forbidden" from the API server (events, a retried watch), EPERM or
@@ -264,7 +275,8 @@ func applyInstall(t *testing.T, ctx context.Context, in *install.Install) {
 func addContractNode(t *testing.T, ctx context.Context) *node {
 	t.Helper()
 	c := theCluster
-	n := &node{name: contractNode, short: contractShort, netns: c.prefix + contractShort, ip: contractIP}
+	ips := c.family.pick(contractIP, contractIP6)
+	n := &node{name: contractNode, short: contractShort, netns: c.prefix + contractShort, ip: ips[0], ips: ips}
 	t.Cleanup(func() {
 		if err := netns.Delete(n.netns); err != nil {
 			t.Logf("remove %s: %v", n.netns, err)
@@ -276,12 +288,16 @@ func addContractNode(t *testing.T, ctx context.Context) *node {
 		{"-n", c.bridgeNetns, "link", "add", "vnpc", "type", "veth", "peer", "name", "eth0", "netns", n.netns},
 		{"-n", c.bridgeNetns, "link", "set", "vnpc", "master", "br0"},
 		{"-n", c.bridgeNetns, "link", "set", "vnpc", "up"},
-		{"-n", n.netns, "addr", "add", n.ip + bridgeBits, "dev", "eth0"},
-		{"-n", n.netns, "link", "set", "eth0", "up"},
-		{"-n", n.netns, "route", "add", "default", "via", gatewayIP},
+	}
+	cmds = append(cmds, c.family.addrCmds(n.netns, "eth0", contractIP, contractIP6)...)
+	cmds = append(cmds, []string{"-n", n.netns, "link", "set", "eth0", "up"})
+	for _, gw := range c.family.pick(gatewayIP, gatewayIP6) {
+		cmds = append(cmds, []string{"-n", n.netns, "route", "add", "default", "via", gw})
 	}
 	for _, m := range c.nodes {
-		cmds = append(cmds, []string{"-n", n.netns, "route", "add", m.podCIDR, "via", m.ip})
+		for i, cidr := range m.podCIDRs { // each family's pod range via that family's node address
+			cmds = append(cmds, []string{"-n", n.netns, "route", "add", cidr, "via", m.ips[i]})
+		}
 	}
 	for _, a := range cmds {
 		if err := netns.IP(a...); err != nil {
@@ -294,8 +310,15 @@ func addContractNode(t *testing.T, ctx context.Context) *node {
 		}},
 		Spec: corev1.NodeSpec{Unschedulable: true},
 	}
-	if _, err := c.client.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+	created, err := c.client.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("Node %s: %v", n.name, err)
+	}
+	// Its InternalIPs, as kubelet reports them: the proxy takes its primary
+	// family (IPv6 in an IPv6-only cluster) and node IPs from there.
+	created.Status.Addresses = nodeAddresses(n)
+	if _, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Node %s status: %v", n.name, err)
 	}
 	t.Cleanup(func() {
 		if err := c.client.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}); err != nil {

@@ -3,102 +3,44 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/controlplane"
 )
 
-// proc is a process the harness started.
-type proc struct {
-	name string
-	ns   string
-	argv []string // as given to start, for restart
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
+// proc is a process the harness started (internal/controlplane.Proc, shared
+// with test/e2enode), under the names the scenarios use.
+type proc struct{ *controlplane.Proc }
 
 // start runs argv inside the named network namespace ("" for none) with
 // output appended to logs/NAME.log. The process dies with the test binary.
 func (c *cluster) start(name, ns string, argv ...string) (*proc, error) {
-	f, err := os.OpenFile(filepath.Join(c.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := controlplane.StartProc(c.logDir, name, ns, argv...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	if ns != "" {
-		cmd = netns.Command(ns, argv...)
-	}
-	fmt.Fprintf(f, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(cmd.Args, " "))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, ns: ns, argv: argv, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return &proc{p}, nil
 }
 
 // restart starts p's command again, with the same arguments and log file,
 // once p has exited.
 func (c *cluster) restart(p *proc) (*proc, error) {
-	if !p.exited() {
-		return nil, fmt.Errorf("restart %s: still running", p.name)
+	q, err := p.Restart()
+	if err != nil {
+		return nil, err
 	}
-	return c.start(p.name, p.ns, p.argv...)
+	return &proc{q}, nil
 }
 
 // pid is the process id (`ip netns exec` execs in place: the program's own).
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) kill() { _ = p.cmd.Process.Signal(syscall.SIGKILL) }
-
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.kill()
-		<-p.done
-	}
-}
+func (p *proc) pid() int                 { return p.Pid() }
+func (p *proc) exited() bool             { return p.Exited() }
+func (p *proc) kill()                    { p.Kill() }
+func (p *proc) stop(grace time.Duration) { p.Stop(grace) }
 
 // tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tail(path string, n int) string { return controlplane.Tail(path, n) }
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {

@@ -22,7 +22,7 @@ func (c *cluster) proxyCommandAs(kind string, n *node) []string {
 	common := []string{
 		"--kubeconfig=" + c.proxyKC,
 		"--hostname-override=" + n.name,
-		"--cluster-cidr=" + clusterCIDR,
+		"--cluster-cidr=" + c.family.clusterCIDRs(),
 		// On every address, as kubeadm's kube-proxy config does: the e2e
 		// Prometheus scrapes each node from the control plane.
 		fmt.Sprintf("--metrics-bind-address=0.0.0.0:%d", metricsPort),
@@ -88,7 +88,7 @@ func (c *cluster) waitProxyHealthy(ctx context.Context, n *node, timeout time.Du
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort)
 	return poll.UntilOrAbort(ctx, timeout, 50*time.Millisecond, func() (bool, string, error) {
 		if p.exited() {
-			return false, "", fmt.Errorf("proxy on %s exited (%v):\n%s", n.name, p.err, tail(filepath.Join(c.logDir, p.name+".log"), 20))
+			return false, "", fmt.Errorf("proxy on %s exited (%v):\n%s", n.name, p.Err(), tail(filepath.Join(c.logDir, p.Name+".log"), 20))
 		}
 		resp, err := hc.Get(url)
 		if err != nil {
@@ -106,7 +106,7 @@ func (c *cluster) killProxy(n *node) {
 	p := n.proxy
 	n.mu.Unlock()
 	p.kill()
-	<-p.done
+	<-p.Done()
 }
 
 // rules returns what the kernel holds in the node's namespace: the nftables
@@ -116,9 +116,15 @@ func (c *cluster) rules(n *node) string {
 	if err != nil {
 		nft += "\n" + err.Error()
 	}
-	ipt, err := netns.Exec(n.netns, "iptables-save")
-	if err != nil {
-		ipt += "\n" + err.Error()
+	// Both families: in an IPv6 cluster kube-proxy's iptables mode writes
+	// its rules (and their comments naming Services) with ip6tables only.
+	out := nft
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		ipt, err := netns.Exec(n.netns, save)
+		if err != nil {
+			ipt += "\n" + err.Error()
+		}
+		out += "\n" + ipt
 	}
-	return nft + "\n" + ipt
+	return out
 }

@@ -26,7 +26,7 @@ func manualSlice(name, svc string, port int32, eps ...discoveryv1.Endpoint) *dis
 				discoveryv1.LabelManagedBy:   managedBy,
 			},
 		},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		AddressType: primaryAddressType(),
 		Ports:       []discoveryv1.EndpointPort{{Name: ref(""), Port: ref(port), Protocol: ref(tcp)}},
 		Endpoints:   eps,
 	}

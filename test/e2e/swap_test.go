@@ -227,7 +227,7 @@ func swapBack(t *testing.T, prefix string, kubeProxyFirst bool) {
 			t.Errorf("%s: svcproxy's table remains after --cleanup (%v)", n.name, err)
 		}
 		left, err := kubeProxyLeftovers(n)
-		if err != nil || !slices.ContainsFunc(left, func(l string) bool { return strings.HasPrefix(l, "ip nat chain KUBE-SERVICES") }) {
+		if err != nil || !slices.ContainsFunc(left, func(l string) bool { return strings.HasPrefix(l, c.family.nftFamily()+" nat chain KUBE-SERVICES") }) {
 			t.Errorf("%s: kube-proxy's KUBE-SERVICES is not in place after the way back (%v): %q", n.name, err, left)
 		}
 		checkKubeletChains(t, n, kubelet[n.name])
@@ -446,7 +446,8 @@ func checkKubeletChains(t *testing.T, n *node, before []string) {
 }
 
 // withoutICMPRateLimit lifts the nodes' per-destination ICMP rate limit
-// (net.ipv4.icmp_ratelimit, per namespace) for the test. kube-proxy refuses
+// (net.ipv4.icmp_ratelimit, net.ipv6.icmp.ratelimit in a cluster with
+// IPv6, per namespace) for the test. kube-proxy refuses
 // a connection to a Service without endpoints with an ICMP port
 // unreachable, which the kernel sends to one client at most once a second
 // after a burst of 6: at 20 connections a second 35-55% of kube-proxy's
@@ -455,20 +456,25 @@ func checkKubeletChains(t *testing.T, n *node, before []string) {
 // with a reset, which is not rate limited.
 func withoutICMPRateLimit(t *testing.T) {
 	t.Helper()
-	const key = "net.ipv4.icmp_ratelimit"
-	for _, n := range theCluster.nodes {
-		old, err := netns.Exec(n.netns, "sysctl", "-n", key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w", key+"=0"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w", key+"="+strings.TrimSpace(old)); err != nil {
-				t.Errorf("restore %s on %s: %v", key, n.name, err)
+	keys := []string{"net.ipv4.icmp_ratelimit"}
+	if theCluster.family.hasV6() {
+		keys = append(keys, "net.ipv6.icmp.ratelimit")
+	}
+	for _, key := range keys {
+		for _, n := range theCluster.nodes {
+			old, err := netns.Exec(n.netns, "sysctl", "-n", key)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w", key+"=0"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w", key+"="+strings.TrimSpace(old)); err != nil {
+					t.Errorf("restore %s on %s: %v", key, n.name, err)
+				}
+			})
+		}
 	}
 }
 

@@ -114,13 +114,14 @@ func kubeProxyLeftovers(n *node) ([]string, error) {
 	return append(out, readback.KubeProxyTables(tables)...), nil
 }
 
-// hasSvcproxyTable says whether n holds svcproxy's table.
+// hasSvcproxyTable says whether n holds svcproxy's table of the cluster's
+// primary family (the swaps' Services name no family).
 func hasSvcproxyTable(n *node) (bool, error) {
 	tables, err := netns.Exec(n.netns, "nft", "list", "tables")
 	if err != nil {
 		return false, err
 	}
-	return strings.Contains(tables+"\n", "table ip svcproxy\n"), nil
+	return strings.Contains(tables+"\n", "table "+theCluster.family.nftFamily()+" svcproxy\n"), nil
 }
 
 // switchTimes is what happened on a node when its proxy was replaced.
@@ -152,7 +153,7 @@ func (c *cluster) switchProxy(ctx context.Context, n *node, kind string, cleanup
 		old.stop(terminationGrace)
 		st.exited = time.Since(st.begin)
 		st.killed = st.exited >= terminationGrace
-		st.exitErr = fmt.Sprint(old.err)
+		st.exitErr = fmt.Sprint(old.Err())
 	}
 	if cleanup {
 		var err error
@@ -180,13 +181,13 @@ func (c *cluster) switchProxy(ctx context.Context, n *node, kind string, cleanup
 func waitKubeProxyRules(ctx context.Context, n *node, targets []swapTarget) (time.Time, error) {
 	var missing []string
 	err := poll.Until(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
-		save, err := iptablesSave(n, "ip")
+		save, err := iptablesSave(n, theCluster.family.nftFamily())
 		if err != nil {
 			return false, err.Error()
 		}
 		missing = missing[:0]
 		for _, tg := range targets {
-			if !strings.Contains(save, "-d "+tg.ip+"/32 ") {
+			if !strings.Contains(save, "-d "+hostCIDR(tg.ip)+" ") {
 				missing = append(missing, tg.svc)
 			}
 		}
@@ -230,7 +231,7 @@ func currentProxy(n *node) string {
 // minutes and its retransmissions, or a later connection that reuses its
 // source port, follow it untranslated.
 func untranslatedConntrack(n *node, ip string) ([]string, error) {
-	out, err := netns.Exec(n.netns, "conntrack", "-L", "--orig-dst", ip)
+	out, err := netns.Exec(n.netns, append([]string{"conntrack", "-L", "--orig-dst", ip}, conntrackFamily(ip)...)...)
 	if err != nil && !strings.Contains(out, "flow entries have been shown") {
 		return nil, err
 	}

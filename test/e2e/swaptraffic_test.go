@@ -127,7 +127,7 @@ func (s *stream) outcomes() []loadstat.Outcome {
 // name once. Its errors say whether the connection was not made or made and
 // not answered (with the client's address, to find its conntrack entry).
 func httpOnce(cl *podClient, addr string) error {
-	conn, err := netns.DialFunc(cl.netns, requestTimeout)(context.Background(), "tcp4", addr)
+	conn, err := netns.DialFunc(cl.netns, requestTimeout)(context.Background(), "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -173,7 +173,7 @@ func (l *longConn) run(stop <-chan struct{}, every time.Duration, wg *sync.WaitG
 		l.err, l.errAt = err, time.Now()
 		l.mu.Unlock()
 	}
-	conn, err := netns.DialFunc(l.client.netns, requestTimeout)(context.Background(), "tcp4", l.target.addr())
+	conn, err := netns.DialFunc(l.client.netns, requestTimeout)(context.Background(), "tcp", l.target.addr())
 	if err != nil {
 		fail(fmt.Errorf("dial: %w", err))
 		return

@@ -144,7 +144,7 @@ func (p *podClient) hitWithin(ip string, port int32, timeout time.Duration) (str
 
 // dialTCP opens (and closes) one TCP connection, for refusal checks.
 func (p *podClient) dialTCP(addr string, timeout time.Duration) error {
-	c, err := netns.DialFunc(p.netns, timeout)(context.Background(), "tcp4", addr)
+	c, err := netns.DialFunc(p.netns, timeout)(context.Background(), "tcp", addr)
 	if err == nil {
 		c.Close()
 	}
@@ -153,7 +153,7 @@ func (p *podClient) dialTCP(addr string, timeout time.Duration) error {
 
 // udpConn opens a connected UDP socket in the pod.
 func (p *podClient) udpConn(addr string) (net.Conn, error) {
-	return netns.DialFunc(p.netns, 2*time.Second)(context.Background(), "udp4", addr)
+	return netns.DialFunc(p.netns, 2*time.Second)(context.Background(), "udp", addr)
 }
 
 // udpAsk sends one datagram on c and waits up to timeout for the name of the

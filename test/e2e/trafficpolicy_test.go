@@ -29,41 +29,45 @@ func peerSeen(t *testing.T, from caller, addr string) string {
 	return got
 }
 
-// sourcePreserved checks that the endpoint saw the outside client's own
-// address.
-func sourcePreserved(t *testing.T, addr string) {
-	r := track(t)
-	got := peerSeen(t, theCluster.outside(), addr)
-	r.metric(t, "peer", "%s", got)
-	if got != outsideIP {
-		t.Errorf("endpoint saw %s for outside client %s: source not preserved", got, outsideIP)
+// sourcePreserved checks that the endpoint behind addr saw the outside
+// client's own address (of addr's family) and returns it.
+func sourcePreserved(t *testing.T, addr string) string {
+	t.Helper()
+	out := theCluster.outside()
+	got := peerSeen(t, out, addr)
+	if want := out.srcFor(addr); got != want {
+		t.Errorf("endpoint saw %s for outside client %s: source not preserved", got, want)
 	}
+	return got
 }
 
-// masqueraded checks that the endpoint did not see the outside client's
-// address.
-func masqueraded(t *testing.T, addr string) {
-	r := track(t)
-	got := peerSeen(t, theCluster.outside(), addr)
-	r.metric(t, "peer", "%s", got)
-	if got == outsideIP {
+// masqueraded checks that the endpoint behind addr did not see the outside
+// client's address and returns what it saw.
+func masqueraded(t *testing.T, addr string) string {
+	t.Helper()
+	out := theCluster.outside()
+	got := peerSeen(t, out, addr)
+	if got == out.srcFor(addr) {
 		t.Errorf("endpoint saw the outside client's own address %s: not masqueraded", got)
 	}
+	return got
 }
 
 // TestExternalTrafficPolicyLocal: a LoadBalancer Service with an
-// externalIP, policy Local, its one endpoint on worker 2.
+// externalIP, policy Local, its one endpoint on worker 2; every path in
+// each family of the cluster.
 func TestExternalTrafficPolicyLocal(t *testing.T) {
 	track(t)
 	c := theCluster
 	cp, w1, w2 := c.cp(), c.workers()[0], c.workers()[1]
 	lbl := map[string]string{"app": "local"}
 	pod(t, "local-1", w2.name, lbl, tcpPort(80))
-	s := lbService("local", lbl)
+	s := c.bothFamilies(lbService("local", lbl))
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	s.Spec.ExternalIPs = []string{extIPLocal}
+	s.Spec.ExternalIPs = c.each(func(f corev1.IPFamily) string { return ext(f).extIPLocal })
 	svc := service(t, s)
-	setIngress(t, "local", []string{lbIPLocal}, []*corev1.LoadBalancerIPMode{nil})
+	lbIPs := c.each(func(f corev1.IPFamily) string { return ext(f).lbIPLocal })
+	setIngress(t, "local", lbIPs, make([]*corev1.LoadBalancerIPMode, len(lbIPs)))
 	np, hc := svc.Spec.Ports[0].NodePort, svc.Spec.HealthCheckNodePort
 	if hc == 0 {
 		t.Fatal("no healthCheckNodePort allocated")
@@ -71,26 +75,35 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	waitEndpoints(t, "local", waitPods(t, lbl, 1))
 	pw1 := podCaller(clientOn(w1.name))
 
-	t.Run("SourcePreservedNodePort", func(t *testing.T) { sourcePreserved(t, hostPort(w2.ip, np)) })
+	t.Run("SourcePreservedNodePort", func(t *testing.T) {
+		r := track(t)
+		eachFamily(t, r, "peer", func(f corev1.IPFamily) string { return sourcePreserved(t, hostPort(nodeIP(w2, f), np)) })
+	})
 	t.Run("SourcePreservedLoadBalancer", func(t *testing.T) {
-		routeVia(t, lbIPLocal, w2)
-		sourcePreserved(t, hostPort(lbIPLocal, 80))
+		r := track(t)
+		routeVia(t, w2, lbIPs...)
+		eachFamily(t, r, "peer", func(f corev1.IPFamily) string { return sourcePreserved(t, hostPort(ext(f).lbIPLocal, 80)) })
 	})
 	// Worker 1 has no endpoint: its pods and itself still reach the
 	// Service through its external addresses (kube-proxy iptables mode
 	// short-circuits them to all endpoints; nftables mode black-holed the
 	// externalIP until v1.33, kube-proxy #131765).
-	runPaths(t, []path{
-		{name: "PodReachesLoadBalancerIP", from: pw1, addr: hostPort(lbIPLocal, 80), want: answered, by: "local-1"},
-		{name: "PodReachesExternalIP", from: pw1, addr: hostPort(extIPLocal, 80), want: answered, by: "local-1"},
-		{name: "PodReachesNodePort", from: pw1, addr: hostPort(w1.ip, np), want: answered, by: "local-1"},
-		{name: "NodeReachesLoadBalancerIP", from: nodeCaller(w1), addr: hostPort(lbIPLocal, 80), want: answered, by: "local-1"},
-		{name: "NodeWithoutEndpointDropsNodePort", from: c.outside(), addr: hostPort(w1.ip, np), want: dropped},
+	runFamilyPaths(t, func(f corev1.IPFamily) []path {
+		e := ext(f)
+		return []path{
+			{name: "PodReachesLoadBalancerIP", from: pw1, addr: hostPort(e.lbIPLocal, 80), want: answered, by: "local-1"},
+			{name: "PodReachesExternalIP", from: pw1, addr: hostPort(e.extIPLocal, 80), want: answered, by: "local-1"},
+			{name: "PodReachesNodePort", from: pw1, addr: hostPort(nodeIP(w1, f), np), want: answered, by: "local-1"},
+			{name: "NodeReachesLoadBalancerIP", from: nodeCaller(w1), addr: hostPort(e.lbIPLocal, 80), want: answered, by: "local-1"},
+			{name: "NodeWithoutEndpointDropsNodePort", from: c.outside(), addr: hostPort(nodeIP(w1, f), np), want: dropped},
+		}
 	})
 	t.Run("NodeWithoutEndpointDropsLoadBalancer", func(t *testing.T) {
 		r := track(t)
-		routeVia(t, lbIPLocal, w1)
-		path{from: c.outside(), addr: hostPort(lbIPLocal, 80), want: dropped}.check(t, r)
+		routeVia(t, w1, lbIPs...)
+		eachFamily(t, r, "outcome", func(f corev1.IPFamily) string {
+			return path{from: c.outside(), addr: hostPort(ext(f).lbIPLocal, 80), want: dropped}.try(t)
+		})
 	})
 	t.Run("HealthCheckNodePort", func(t *testing.T) {
 		r := track(t)
@@ -102,13 +115,17 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 			if n == w2 {
 				want.code, want.LocalEndpoints, want.weight = http.StatusOK, 1, "1"
 			}
-			var got hcAnswer
-			poll.Eventually(t, 30*time.Second, "health check node port on "+n.name, func() (bool, string) {
-				var err error
-				got, err = healthCheck(c.outside(), fmt.Sprintf("http://%s/", hostPort(n.ip, hc)))
-				return err == nil && got == want, fmt.Sprintf("got %+v (%v), want %+v", got, err, want)
+			// Asked on the node's address of each family: the health
+			// check server listens in every family the node serves.
+			eachFamily(t, r, "hc_"+n.short, func(f corev1.IPFamily) string {
+				var got hcAnswer
+				poll.Eventually(t, 30*time.Second, fmt.Sprintf("health check node port on %s over %s", n.name, f), func() (bool, string) {
+					var err error
+					got, err = healthCheck(c.outside(), fmt.Sprintf("http://%s/", hostPort(nodeIP(n, f), hc)))
+					return err == nil && got == want, fmt.Sprintf("got %+v (%v), want %+v", got, err, want)
+				})
+				return fmt.Sprint(got.code)
 			})
-			r.metric(t, "hc_"+n.short, "%d", got.code)
 		}
 	})
 }
@@ -162,9 +179,15 @@ func TestExternalTrafficPolicyCluster(t *testing.T) {
 	w1, w2 := c.workers()[0], c.workers()[1]
 	lbl := map[string]string{"app": "cluster"}
 	pod(t, "cluster-1", w2.name, lbl, tcpPort(80))
-	svc := service(t, nodePortService("cluster", 80, tcp, lbl))
+	svc := service(t, c.bothFamilies(nodePortService("cluster", 80, tcp, lbl)))
 	np := svc.Spec.Ports[0].NodePort
 	waitEndpoints(t, "cluster", waitPods(t, lbl, 1))
-	t.Run("MasqueradedViaOtherNode", func(t *testing.T) { masqueraded(t, hostPort(w1.ip, np)) })
-	t.Run("MasqueradedViaEndpointNode", func(t *testing.T) { masqueraded(t, hostPort(w2.ip, np)) })
+	t.Run("MasqueradedViaOtherNode", func(t *testing.T) {
+		r := track(t)
+		eachFamily(t, r, "peer", func(f corev1.IPFamily) string { return masqueraded(t, hostPort(nodeIP(w1, f), np)) })
+	})
+	t.Run("MasqueradedViaEndpointNode", func(t *testing.T) {
+		r := track(t)
+		eachFamily(t, r, "peer", func(f corev1.IPFamily) string { return masqueraded(t, hostPort(nodeIP(w2, f), np)) })
+	})
 }

@@ -4,21 +4,18 @@ package e2enode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcproxy/svcproxy/internal/controlplane"
 	"github.com/svcproxy/svcproxy/internal/kubepki"
 	"github.com/svcproxy/svcproxy/internal/netns"
-	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // The cluster: test/e2e's topology (one namespace per node on a bridge
@@ -27,8 +24,6 @@ import (
 // node is tainted, so only the proxies' DaemonSet pods run there; the
 // client pods run on the workers.
 const (
-	gatewayIP   = "172.18.0.1"
-	bridgeBits  = "/16"
 	serviceCIDR = "10.96.0.0/16"
 	clusterCIDR = "10.244.0.0/16"
 	kubeIP      = "10.96.0.1"
@@ -102,27 +97,22 @@ func (c *cluster) k8sBin(name string) string  { return filepath.Join(c.cfg.k8sBi
 func (c *cluster) nodeBin(name string) string { return filepath.Join(c.cfg.nodeBins, name) }
 
 func newCluster(cfg config) (*cluster, error) {
-	dir, err := os.MkdirTemp("", strings.TrimSuffix(cfg.prefix, "-")+".")
+	dir, logDir, err := controlplane.WorkDir(cfg.prefix)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{cfg: cfg, dir: dir, logDir: filepath.Join(dir, "logs"), bridgeNetns: cfg.prefix + "net"}
-	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
-		return nil, err
-	}
-	names := []string{"svcproxy-control-plane", "svcproxy-worker", "svcproxy-worker2"}
-	shorts := []string{"cp", "w1", "w2"}
-	for i := range names {
+	c := &cluster{cfg: cfg, dir: dir, logDir: logDir, bridgeNetns: cfg.prefix + "net"}
+	for _, k := range controlplane.KindNodes(cfg.prefix) {
 		c.nodes = append(c.nodes, &node{
-			name:    names[i],
-			short:   shorts[i],
-			netns:   cfg.prefix + shorts[i],
-			ip:      fmt.Sprintf("172.18.0.%d", i+2),
-			podCIDR: fmt.Sprintf("10.244.%d.0/24", i),
-			worker:  i > 0,
-			dir:     filepath.Join(dir, shorts[i]),
-			cgroup:  "/" + cfg.prefix + shorts[i],
-			runtime: "/" + cfg.prefix + shorts[i] + "-runtime",
+			name:    k.Name,
+			short:   k.Short,
+			netns:   k.Netns,
+			ip:      k.IP,
+			podCIDR: k.PodCIDR,
+			worker:  k.Worker,
+			dir:     filepath.Join(dir, k.Short),
+			cgroup:  "/" + cfg.prefix + k.Short,
+			runtime: "/" + cfg.prefix + k.Short + "-runtime",
 		})
 	}
 	return c, nil
@@ -130,72 +120,24 @@ func newCluster(cfg config) (*cluster, error) {
 
 // up brings the cluster up; on error the caller tears down.
 func (c *cluster) up(ctx context.Context) error {
-	steps := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"network", c.setupNetwork},
-		{"pki", c.setupPKI},
-		{"control plane", c.startControlPlane},
-		{"containerd", c.startRuntimes},
-		{"images", c.importImages},
-		{"kubelets", c.startKubelets},
+	steps := []controlplane.Step{
+		{Name: "network", Fn: c.setupNetwork},
+		{Name: "pki", Fn: c.setupPKI},
+		{Name: "control plane", Fn: c.startControlPlane},
+		{Name: "containerd", Fn: c.startRuntimes},
+		{Name: "images", Fn: c.importImages},
+		{Name: "kubelets", Fn: c.startKubelets},
 	}
-	for _, s := range steps {
-		start := time.Now()
-		if err := s.fn(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		c.logf("%s ready in %v", s.name, time.Since(start).Round(time.Millisecond))
-	}
-	return nil
+	return controlplane.RunSteps(ctx, c.logf, steps)
 }
 
+// setupNetwork builds test/e2e's network (internal/controlplane).
 func (c *cluster) setupNetwork(context.Context) error {
-	br := c.bridgeNetns
-	cmds := [][]string{
-		{"netns", "add", br},
-		{"-n", br, "link", "set", "lo", "up"},
-		{"-n", br, "link", "add", "br0", "type", "bridge"},
-		{"-n", br, "addr", "add", gatewayIP + bridgeBits, "dev", "br0"},
-		{"-n", br, "link", "set", "br0", "up"},
-	}
-	for i, n := range c.nodes {
-		port := fmt.Sprintf("vn%d", i)
-		cmds = append(cmds,
-			[]string{"netns", "add", n.netns},
-			[]string{"-n", n.netns, "link", "set", "lo", "up"},
-			[]string{"-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", n.netns},
-			[]string{"-n", br, "link", "set", port, "master", "br0"},
-			[]string{"-n", br, "link", "set", port, "up"},
-			[]string{"-n", n.netns, "addr", "add", n.ip + bridgeBits, "dev", "eth0"},
-			[]string{"-n", n.netns, "link", "set", "eth0", "up"},
-			// A namespace without a default route answers locally
-			// originated ClusterIP traffic with ENETUNREACH before any nat
-			// hook: the bridge namespace has none, so nothing leaves.
-			[]string{"-n", n.netns, "route", "add", "default", "via", gatewayIP},
-		)
-		for _, m := range c.nodes {
-			if m != n {
-				cmds = append(cmds, []string{"-n", n.netns, "route", "add", m.podCIDR, "via", m.ip})
-			}
-		}
-	}
-	for _, a := range cmds {
-		if err := netns.IP(a...); err != nil {
-			return err
-		}
-	}
+	var nodes []controlplane.Node
 	for _, n := range c.nodes {
-		if _, err := netns.Exec(n.netns, "sysctl", "-q", "-w",
-			"net.ipv4.ip_forward=1",
-			"net.ipv4.conf.all.rp_filter=0",
-			"net.ipv4.conf.default.rp_filter=0",
-		); err != nil {
-			return err
-		}
+		nodes = append(nodes, controlplane.Node{Netns: n.netns, IPs: []string{n.ip}, PodCIDRs: []string{n.podCIDR}})
 	}
-	return nil
+	return controlplane.SetupNetwork(c.bridgeNetns, nodes)
 }
 
 func (c *cluster) setupPKI(context.Context) error {
@@ -238,99 +180,34 @@ func (c *cluster) setupPKI(context.Context) error {
 	return err
 }
 
+// startControlPlane starts test/e2e's control plane (internal/controlplane)
+// with what kubeadm sets for real kubelets: the Node authorizer, privileged
+// pods (kube-proxy's DaemonSet is privileged, as kubeadm's is) and the
+// credentials the API server reaches kubelets with (kubectl logs).
 func (c *cluster) startControlPlane(ctx context.Context) error {
-	cp := c.cp()
 	p := c.pki.Path
-	etcd, err := c.start("etcd", cp.netns, c.k8sBin("etcd"),
-		"--name=e2enode",
-		"--data-dir="+filepath.Join(c.dir, "etcd"),
-		"--listen-client-urls=http://127.0.0.1:2379",
-		"--advertise-client-urls=http://127.0.0.1:2379",
-		"--listen-peer-urls=http://127.0.0.1:2380",
-		"--initial-advertise-peer-urls=http://127.0.0.1:2380",
-		"--initial-cluster=e2enode=http://127.0.0.1:2380",
-		"--unsafe-no-fsync",
-		"--log-level=warn",
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, etcd)
-	api, err := c.start("kube-apiserver", cp.netns, c.k8sBin("kube-apiserver"),
-		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=0.0.0.0",
-		fmt.Sprintf("--secure-port=%d", apiPort),
-		"--advertise-address="+cp.ip,
-		"--service-cluster-ip-range="+serviceCIDR,
-		"--authorization-mode=Node,RBAC",
-		"--allow-privileged=true", // kube-proxy's DaemonSet is privileged, as kubeadm's is
-		"--client-ca-file="+p("ca.crt"),
-		"--tls-cert-file="+p("apiserver.crt"),
-		"--tls-private-key-file="+p("apiserver.key"),
-		"--kubelet-client-certificate="+p("admin.crt"),
-		"--kubelet-client-key="+p("admin.key"),
-		"--kubelet-preferred-address-types=InternalIP",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p("sa.key"),
-		"--service-account-signing-key-file="+p("sa.key"),
-		"--cert-dir="+filepath.Join(c.dir, "apiserver"),
-		"--profiling=false",
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, api)
-	err = poll.UntilOrAbort(ctx, 90*time.Second, 200*time.Millisecond, func() (bool, string, error) {
-		if api.exited() || etcd.exited() {
-			return false, "", errors.New("etcd or kube-apiserver exited")
-		}
-		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return false, fmt.Sprintf("%v %s", err, body), nil
-		}
-		return string(body) == "ok", string(body), nil
+	cp, err := controlplane.Start(ctx, controlplane.Config{
+		Dir:               c.dir,
+		LogDir:            c.logDir,
+		Netns:             c.cp().netns,
+		Bin:               c.k8sBin,
+		PKI:               p,
+		Client:            c.client,
+		EtcdName:          "e2enode",
+		AdvertiseAddress:  c.cp().ip,
+		APIPort:           apiPort,
+		ServiceCIDR:       serviceCIDR,
+		AuthorizationMode: "Node,RBAC",
+		APIServerArgs: []string{
+			"--allow-privileged=true",
+			"--kubelet-client-certificate=" + p("admin.crt"),
+			"--kubelet-client-key=" + p("admin.key"),
+			"--kubelet-preferred-address-types=InternalIP",
+		},
+		Controllers: controllerList,
 	})
-	if err != nil {
-		return fmt.Errorf("kube-apiserver /readyz: %w", err)
-	}
-	kcm, err := c.start("kube-controller-manager", cp.netns, c.k8sBin("kube-controller-manager"),
-		"--kubeconfig="+p("kcm.kubeconfig"),
-		"--authentication-kubeconfig="+p("kcm.kubeconfig"),
-		"--authorization-kubeconfig="+p("kcm.kubeconfig"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
-		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+p("sa.key"),
-		"--root-ca-file="+p("ca.crt"),
-		"--controllers="+controllerList,
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, kcm)
-	sched, err := c.start("kube-scheduler", cp.netns, c.k8sBin("kube-scheduler"),
-		"--kubeconfig="+p("scheduler.kubeconfig"),
-		"--authentication-kubeconfig="+p("scheduler.kubeconfig"),
-		"--authorization-kubeconfig="+p("scheduler.kubeconfig"),
-		"--bind-address=127.0.0.1",
-		"--leader-elect=false",
-	)
-	if err != nil {
-		return err
-	}
-	c.control = append(c.control, sched)
-	// Pods need the "default" ServiceAccount (serviceaccount controller).
-	err = poll.UntilOrAbort(ctx, 60*time.Second, 250*time.Millisecond, func() (bool, string, error) {
-		if kcm.exited() {
-			return false, "", errors.New("kube-controller-manager exited")
-		}
-		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err), nil
-	})
-	if err != nil {
-		return fmt.Errorf("default ServiceAccount: %w", err)
-	}
-	return nil
+	c.control = append(c.control, cp.Procs()...)
+	return err
 }
 
 // teardown in the order the probe found works: kubelet, pods' processes,
@@ -340,11 +217,11 @@ func (c *cluster) teardown() {
 	c.teardownOnce.Do(func() {
 		for _, n := range c.nodes {
 			if n.kubelet != nil {
-				n.kubelet.stop(5 * time.Second)
+				n.kubelet.Stop(5 * time.Second)
 			}
 			killCgroup(n.cgroup)
 			if n.containerd != nil {
-				n.containerd.stop(5 * time.Second)
+				n.containerd.Stop(5 * time.Second)
 			}
 			killCgroup(n.runtime)
 			if err := removeCgroups(n.cgroup); err != nil {
@@ -355,7 +232,7 @@ func (c *cluster) teardown() {
 			}
 		}
 		for i := len(c.control) - 1; i >= 0; i-- {
-			c.control[i].stop(5 * time.Second)
+			c.control[i].Stop(5 * time.Second)
 		}
 		if err := unmountUnder(c.dir); err != nil {
 			c.logf("teardown: %v", err)

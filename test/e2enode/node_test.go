@@ -121,7 +121,7 @@ func (c *cluster) startRuntimes(ctx context.Context) error {
 	}
 	for _, n := range c.nodes {
 		err := poll.UntilOrAbort(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, string, error) {
-			if n.containerd.exited() {
+			if n.containerd.Exited() {
 				return false, "", fmt.Errorf("containerd exited:\n%s", tail(filepath.Join(c.logDir, "containerd-"+n.short+".log"), 20))
 			}
 			out, err := n.ctr(ctx, "version")
@@ -239,7 +239,7 @@ func (c *cluster) startKubelets(ctx context.Context) error {
 	}
 	for _, n := range c.nodes {
 		err := poll.UntilOrAbort(ctx, c.cfg.nodeReadyT, 500*time.Millisecond, func() (bool, string, error) {
-			if n.kubelet.exited() {
+			if n.kubelet.Exited() {
 				return false, "", fmt.Errorf("kubelet exited:\n%s", tail(filepath.Join(c.logDir, "kubelet-"+n.short+".log"), 30))
 			}
 			node, err := c.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})

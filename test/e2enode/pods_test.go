@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,10 +80,19 @@ func podNetns(pod string) (string, error) {
 
 // dialFrom opens a TCP connection from inside the network namespace at path.
 func dialFrom(path, addr string, timeout time.Duration) (net.Conn, error) {
+	return dialFromPort(path, addr, timeout, 0)
+}
+
+// dialFromPort is dialFrom from local port port (0: an ephemeral one).
+func dialFromPort(path, addr string, timeout time.Duration, port int) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	if port != 0 {
+		d.LocalAddr = &net.TCPAddr{Port: port}
+	}
 	var c net.Conn
 	var derr error
 	if err := netns.Do(path, func() error {
-		c, derr = net.DialTimeout("tcp", addr, timeout)
+		c, derr = d.Dial("tcp", addr)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -94,6 +104,47 @@ func dialFrom(path, addr string, timeout time.Duration) (net.Conn, error) {
 // new connection from pod's namespace and returns the answer (the answering
 // pod's name).
 func getFrom(pod, addr string, timeout time.Duration) (string, error) {
+	return getFromPort(pod, addr, timeout, 0)
+}
+
+// unservedPorts hands out the local ports of connections to an address no
+// proxy serves yet. Such a connection's SYN meets no rule and leaves an
+// untranslated conntrack entry in the client's node (SYN_SENT, 120 s), which
+// every later SYN of the same 4-tuple follows untranslated into nothing. The
+// kernel moves its ephemeral port base every 10 s, so a later connection of
+// the same client can land on such a port: from an ephemeral port, the
+// "nothing answers yet" probes of TestDaemonSetApply black-holed a connection
+// of the swap scenario a minute later (its 10 s of SYNs made no conntrack
+// event in the node; the node held 9 untranslated entries of client-w1's).
+// These ports lie below the ephemeral range (32768-60999), so no later
+// connection meets their entries, and are not reused within 120 s even at a
+// connection every 10 ms.
+var unservedPorts = &portRange{first: 20000, n: 12000}
+
+// portRange hands out the local ports first .. first+n-1 in turn, then
+// again from first.
+type portRange struct {
+	mu       sync.Mutex
+	first, n int
+	next     int
+}
+
+func (r *portRange) take() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.first + r.next%r.n
+	r.next++
+	return p
+}
+
+// getFromUnserved is getFrom for an address no proxy may serve yet (see
+// unservedPorts).
+func getFromUnserved(pod, addr string, timeout time.Duration) (string, error) {
+	return getFromPort(pod, addr, timeout, unservedPorts.take())
+}
+
+// getFromPort is getFrom from local port port (0: an ephemeral one).
+func getFromPort(pod, addr string, timeout time.Duration, port int) (string, error) {
 	path, err := podNetns(pod)
 	if err != nil {
 		return "", err
@@ -101,7 +152,7 @@ func getFrom(pod, addr string, timeout time.Duration) (string, error) {
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
-			return dialFrom(path, a, timeout)
+			return dialFromPort(path, a, timeout, port)
 		},
 	}}
 	if !strings.Contains(addr, "/") {

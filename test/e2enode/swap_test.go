@@ -93,7 +93,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 			return err == nil, fmt.Sprint(got, err)
 		})
 	}
-	back := startLoad(clients, nginxVIP, 50*time.Millisecond)
+	back := startLoad(clients, nginxVIP, 50*time.Millisecond, nil)
 	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "svcproxy"); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,8 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	}
 
 	// The swap: kube-proxy's DaemonSet goes, svcproxy's comes.
-	l := startLoad(clients, nginxVIP, 50*time.Millisecond)
+	w := c.watchNodes(strings.Split(nginxVIP, ":")[0])
+	l := startLoad(clients, nginxVIP, 50*time.Millisecond, w.snapshot)
 	time.Sleep(3 * time.Second)
 	start := time.Now()
 	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "kube-proxy"); err != nil {
@@ -166,6 +167,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	lines, failed = l.finish()
+	w.stop()
 	for _, line := range lines {
 		t.Logf("SWAP %s", line)
 	}

@@ -35,6 +35,19 @@ var scenarios = []struct{ test, title string }{
 	{"TestUDP", "6. UDP round trip, endpoint replaced under a live socket"},
 	{"TestProxyRestart", "7. Proxy `kill -9` + restart under load"},
 	{"TestProgrammingLatency", "8. Programming latency (EndpointSlice write → first answer)"},
+	{"TestIPFamilyPolicy", "F1. One Service per ipFamilyPolicy over two dual-stack pods (whole scenario; E2E_FAMILY=dual or ipv6):"},
+	{"TestIPFamilyPolicy/SingleStackIPv4", "F1a. SingleStack IPv4: its ClusterIP answered by both endpoints over IPv4"},
+	{"TestIPFamilyPolicy/SingleStackIPv6", "F1b. SingleStack IPv6: its ClusterIP answered by both endpoints over IPv6"},
+	{"TestIPFamilyPolicy/PreferDualStack", "F1c. PreferDualStack: each ClusterIP answered over its family"},
+	{"TestIPFamilyPolicy/RequireDualStack", "F1d. RequireDualStack: each ClusterIP answered over its family"},
+	{"TestIPFamilyPolicy/RequireDualStackIPv6First", "F1e. RequireDualStack, ipFamilies [IPv6, IPv4]: each ClusterIP answered over its family"},
+	{"TestNodePortIPv6", "F2. NodePort on the nodes' IPv6 addresses, endpoint on worker 2 (whole scenario):"},
+	{"TestNodePortIPv6/FromOutside", "F2a. from the outside's IPv6 address, via worker 1"},
+	{"TestNodePortIPv6/FromOutsideViaControlPlane", "F2b. from outside over IPv6, via the control-plane node"},
+	{"TestNodePortIPv6/FromAnotherNode", "F2c. from worker 2 (the node) to worker 1's IPv6 address"},
+	{"TestNodePortIPv6/FromPodToOtherNode", "F2d. from a pod to the other worker's IPv6 address"},
+	{"TestNodePortIPv6/IPv4FromOutside", "F2e. (dual stack) the same NodePort on worker 1's IPv4 address"},
+	{"TestNoEndpointsICMPv6", "F3. UDP Service without endpoints on its IPv6 ClusterIP: ICMPv6 port unreachable, then served"},
 	{"TestNodePort", "16. NodePort (TCP), endpoint on worker 2 (whole scenario), reached:"},
 	{"TestNodePort/FromOutside", "16a. from outside the cluster, via worker 1"},
 	{"TestNodePort/FromOutsideViaControlPlane", "16b. from outside, via the control-plane node"},
@@ -42,10 +55,15 @@ var scenarios = []struct{ test, title string }{
 	{"TestNodePort/FromPodToOwnNode", "16d. from a pod to its own node's address"},
 	{"TestNodePort/FromPodToOtherNode", "16e. from a pod to the other worker's address"},
 	{"TestNodePort/FromTheNode", "16f. from the node to its own address"},
-	{"TestNodePort/ViaLocalhost", "16g. from the node to 127.0.0.1 (iptables mode answers, nftables mode refuses; svcproxy follows iptables)"},
+	{"TestNodePort/ViaLocalhost", "16g. from the node to 127.0.0.1 (iptables mode answers, nftables mode refuses; svcproxy follows iptables); to ::1 over IPv6 every proxy refuses"},
+	{"TestNodePortSCTP", "17s. SCTP NodePort from outside via worker 1 (raw INIT chunks), masqueraded to worker 1"},
 	{"TestNodePortUDP", "17. UDP NodePort from outside (whole scenario)"},
 	{"TestNodePortUDP/EndpointReplaced", "17a. UDP NodePort from outside, endpoint replaced under a live socket"},
 	{"TestNodePortUDP/ZeroToOneEndpoint", "17b. UDP NodePort, client sending since before the Service: 0 → 1 endpoint answered at once"},
+	{"TestNodePortUDP/EndpointGoneAndBack", "17c. UDP NodePort 1 → 0 → 1 endpoints under a live socket (svcproxy refuses while none, kube-proxy black-holes)"},
+	{"TestNodePortUDP/EndpointReplacedIPv6", "17d. (dual stack) 17a over IPv6, an IPv6 Service of its own"},
+	{"TestNodePortUDP/ZeroToOneEndpointIPv6", "17e. (dual stack) 17b over IPv6"},
+	{"TestNodePortUDP/EndpointGoneAndBackIPv6", "17f. (dual stack) 17c over IPv6"},
 	{"TestExternalIP", "18. externalIP, endpoint on worker 2 (whole scenario)"},
 	{"TestExternalIP/FromOutside", "18a. externalIP from outside (routed via worker 1)"},
 	{"TestExternalIP/FromPod", "18b. externalIP from a pod"},
@@ -73,6 +91,12 @@ var scenarios = []struct{ test, title string }{
 	{"TestExternalTrafficPolicyCluster", "21. externalTrafficPolicy: Cluster, endpoint on worker 2 (whole scenario)"},
 	{"TestExternalTrafficPolicyCluster/MasqueradedViaOtherNode", "21a. Cluster: masqueraded via a node without endpoint"},
 	{"TestExternalTrafficPolicyCluster/MasqueradedViaEndpointNode", "21b. Cluster: masqueraded via the endpoint's node"},
+	{"TestTopologyPreferClose", "22. trafficDistribution PreferClose: each zone's clients reach only their zone's endpoints"},
+	{"TestTopologyPreferClose/FallbackWhenZoneHasNone", "22a. PreferClose: zone without endpoints falls back to all"},
+	{"TestTopologyPreferSameNode", "23. trafficDistribution PreferSameNode: each node's clients reach only their node's endpoint"},
+	{"TestTopologyPreferSameNode/FallbackWhenNodeHasNone", "23a. PreferSameNode: node without endpoint falls back to the zone's"},
+	{"TestAPIServerOutage", "9. API server and etcd down 60 s under load: no connection fails, no rule lost, change after it served within 1 s"},
+	{"TestPrometheusProgrammingLatency", "9p. Prometheus scrapes every node: p99 programming latency, one series per node and ip_family"},
 	{"TestSwapFromKubeProxyIptables", "11. Swap kube-proxy (iptables) → svcproxy node by node under load (svcproxy run only)"},
 	{"TestSwapFromKubeProxyNftables", "12. Swap kube-proxy (nftables) → svcproxy node by node under load (svcproxy run only)"},
 	{"TestSwapBackToKubeProxy", "13. Way back: svcproxy `--cleanup`, kube-proxy (iptables) (svcproxy run only)"},
@@ -95,9 +119,26 @@ var cellMetrics = map[string][]struct{ key, label string }{
 	"TestSwapBackToKubeProxy":                            swapCell,
 	"TestSwapBackToKubeProxyWithoutGap":                  swapCell,
 	"TestPodContract":                                    {{"healthy_after_ms", "healthy after %s ms"}},
+	"TestNodePortSCTP":                                   {{"reached_after_ms", "reached after %s ms"}},
+	"TestAPIServerOutage":                                {{"outage_failed", "%s failed"}, {"change_after_outage_ms", "change served after %s ms"}, {"rss_mib_min_max", "RSS MiB %s"}},
+	"TestPrometheusProgrammingLatency":                   {{"programming_p99_seconds", "p99 %s s"}},
 	"TestNodePortUDP/EndpointReplaced":                   {{"udp_recovery_ms", "recovered %s ms after delete"}},
 	"TestNodePortUDP/ZeroToOneEndpoint":                  {{"entries_before", "%s conntrack entries before"}, {"answered_after_ready_ms", "answered %s ms after the endpoint was ready"}},
+	"TestNodePortUDP/EndpointGoneAndBack":                {{"while_none", "%s while none"}, {"first_refused_after_ms", "first refusal %s ms after empty"}, {"answered_after_ready_ms", "answered %s ms after the new endpoint was ready"}},
+	"TestNodePortUDP/EndpointReplacedIPv6":               {{"udp_recovery_ms", "recovered %s ms after delete"}},
+	"TestNodePortUDP/ZeroToOneEndpointIPv6":              {{"entries_before", "%s conntrack entries before"}, {"answered_after_ready_ms", "answered %s ms after the endpoint was ready"}},
+	"TestNodePortUDP/EndpointGoneAndBackIPv6":            {{"while_none", "%s while none"}, {"first_refused_after_ms", "first refusal %s ms after empty"}, {"answered_after_ready_ms", "answered %s ms after the new endpoint was ready"}},
 	"TestExternalTrafficPolicyLocal/HealthCheckNodePort": {{"hc_w2", "endpoint node %s"}, {"hc_w1", "worker 1 %s"}, {"hc_cp", "control plane %s"}},
+	"TestNoEndpointsICMPv6":                              {{"refused_ms", "refused in %s ms"}},
+	"TestTopologyPreferClose":                            topologyCell("zone_a_client", "zone_b_client"),
+	"TestTopologyPreferClose/FallbackWhenZoneHasNone":    topologyCell("zone_a_client"),
+	"TestTopologyPreferSameNode":                         topologyCell("w1_client", "w2_client"),
+	"TestTopologyPreferSameNode/FallbackWhenNodeHasNone": topologyCell("w1_client"),
+	"TestIPFamilyPolicy/SingleStackIPv4":                 familyCell,
+	"TestIPFamilyPolicy/SingleStackIPv6":                 familyCell,
+	"TestIPFamilyPolicy/PreferDualStack":                 familyCell,
+	"TestIPFamilyPolicy/RequireDualStack":                familyCell,
+	"TestIPFamilyPolicy/RequireDualStackIPv6First":       familyCell,
 }
 
 // External-traffic paths (TestNodePort/..., TestLoadBalancer/..., ...)
@@ -108,6 +149,23 @@ func metricsOf(test string) []struct{ key, label string } {
 		return m
 	}
 	return []struct{ key, label string }{{"outcome", "%s"}, {"peer", "endpoint saw %s"}}
+}
+
+var familyCell = []struct{ key, label string }{
+	{"cluster_ips", "ClusterIPs %s"},
+	{"sources", "source %s"},
+}
+
+// topologyCell shows who answered each named client (a dual-stack run
+// records one count per ClusterIP family, key_ipv4 and key_ipv6).
+func topologyCell(clients ...string) []struct{ key, label string } {
+	var out []struct{ key, label string }
+	for _, c := range clients {
+		for _, suffix := range []string{"", "_ipv4", "_ipv6"} {
+			out = append(out, struct{ key, label string }{c + suffix, strings.ReplaceAll(c, "_", " ") + strings.ReplaceAll(suffix, "_", " ") + " %s"})
+		}
+	}
+	return out
 }
 
 var swapCell = []struct{ key, label string }{

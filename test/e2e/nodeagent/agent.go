@@ -25,8 +25,8 @@ type agent struct {
 	client         kubernetes.Interface
 	node           string
 	nodeNetns      string
-	nodeIP         string
-	podCIDR        netip.Prefix
+	nodeIPs        []string       // one per family, primary first
+	podCIDRs       []netip.Prefix // one per family, primary first
 	podNetnsPrefix string
 
 	events chan event
@@ -69,7 +69,7 @@ func (a *agent) run(ctx context.Context) error {
 		return err
 	}
 	go inf.Run(ctx.Done())
-	log.Printf("node agent for %s (netns %s, pods %s) started", a.node, a.nodeNetns, a.podCIDR)
+	log.Printf("node agent for %s (netns %s, pods %v) started", a.node, a.nodeNetns, a.podCIDRs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -142,14 +142,12 @@ func (a *agent) start(in *corev1.Pod) (*pod, error) {
 		}
 	}
 	if idx == 0 {
-		return nil, fmt.Errorf("pod CIDR %s exhausted", a.podCIDR)
+		return nil, fmt.Errorf("pod CIDRs %v exhausted", a.podCIDRs)
 	}
-	b := a.podCIDR.Addr().As4()
-	b[3] = byte(idx)
 	p := &pod{
 		name:  in.Name,
 		netns: fmt.Sprintf("%s%d", a.podNetnsPrefix, idx),
-		ip:    netip.AddrFrom4(b),
+		ips:   podIPs(a.podCIDRs, idx),
 		idx:   idx,
 	}
 	if err := a.wire(p); err != nil {
@@ -161,26 +159,12 @@ func (a *agent) start(in *corev1.Pod) (*pod, error) {
 		return nil, err
 	}
 	a.used[idx] = true
-	log.Printf("pod %s/%s running as %s in %s", in.Namespace, in.Name, p.ip, p.netns)
+	log.Printf("pod %s/%s running as %v in %s", in.Namespace, in.Name, p.ips, p.netns)
 	return p, nil
 }
 
 func (a *agent) wire(p *pod) error {
-	host := fmt.Sprintf("vp%d", p.idx)
-	ip := p.ip.String()
-	steps := [][]string{
-		{"netns", "add", p.netns},
-		{"-n", p.netns, "link", "set", "lo", "up"},
-		{"-n", a.nodeNetns, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", p.netns},
-		{"-n", a.nodeNetns, "addr", "add", "169.254.1.1/32", "dev", host},
-		{"-n", a.nodeNetns, "link", "set", host, "up"},
-		{"-n", a.nodeNetns, "route", "add", ip + "/32", "dev", host, "scope", "link"},
-		{"-n", p.netns, "addr", "add", ip + "/32", "dev", "eth0"},
-		{"-n", p.netns, "link", "set", "eth0", "up"},
-		{"-n", p.netns, "route", "add", "169.254.1.1/32", "dev", "eth0", "scope", "link"},
-		{"-n", p.netns, "route", "add", "default", "via", "169.254.1.1", "dev", "eth0"},
-	}
-	for _, s := range steps {
+	for _, s := range wireSteps(a.nodeNetns, p) {
 		if err := netns.IP(s...); err != nil {
 			return err
 		}
@@ -227,10 +211,16 @@ func (a *agent) reportRunning(ctx context.Context, in *corev1.Pod, p *pod) {
 		}
 		st := &cur.Status
 		st.Phase = corev1.PodRunning
-		st.HostIP = a.nodeIP
-		st.HostIPs = []corev1.HostIP{{IP: a.nodeIP}}
-		st.PodIP = p.ip.String()
-		st.PodIPs = []corev1.PodIP{{IP: p.ip.String()}}
+		st.HostIP = a.nodeIPs[0]
+		st.HostIPs = nil
+		for _, ip := range a.nodeIPs {
+			st.HostIPs = append(st.HostIPs, corev1.HostIP{IP: ip})
+		}
+		st.PodIP = p.ips[0].String()
+		st.PodIPs = nil
+		for _, ip := range p.ips {
+			st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip.String()})
+		}
 		st.StartTime = &now
 		st.Conditions = nil
 		for _, c := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {

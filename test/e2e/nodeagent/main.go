@@ -17,9 +17,9 @@ import (
 	"context"
 	"flag"
 	"log"
-	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,13 +33,13 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	var a agent
-	var kubeconfig, apiNetns, podCIDR string
+	var kubeconfig, apiNetns, podCIDRs, nodeIPs string
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for the API server")
 	flag.StringVar(&apiNetns, "api-netns", "", "network namespace from which the API server is dialled")
 	flag.StringVar(&a.node, "node", "", "name of the Node object")
 	flag.StringVar(&a.nodeNetns, "node-netns", "", "network namespace of the node")
-	flag.StringVar(&a.nodeIP, "node-ip", "", "IP address of the node")
-	flag.StringVar(&podCIDR, "pod-cidr", "", "pod CIDR of the node (a /24)")
+	flag.StringVar(&nodeIPs, "node-ip", "", "IP addresses of the node, one per family, primary first")
+	flag.StringVar(&podCIDRs, "pod-cidr", "", "pod CIDRs of the node, one per family (an IPv4 /24, an IPv6 /64), primary first")
 	flag.StringVar(&a.podNetnsPrefix, "pod-netns-prefix", "", "name prefix of the pod network namespaces")
 	flag.Parse()
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
@@ -47,12 +47,12 @@ func run() int {
 		log.Print("--node, --node-netns, --pod-netns-prefix and --api-netns are required")
 		return 2
 	}
-	prefix, err := netip.ParsePrefix(podCIDR)
-	if err != nil || prefix.Bits() != 24 || !prefix.Addr().Is4() {
-		log.Printf("--pod-cidr %q: want an IPv4 /24", podCIDR)
+	var err error
+	if a.podCIDRs, err = parsePodCIDRs(podCIDRs); err != nil {
+		log.Printf("--pod-cidr: %v", err)
 		return 2
 	}
-	a.podCIDR = prefix.Masked()
+	a.nodeIPs = strings.Split(nodeIPs, ",")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

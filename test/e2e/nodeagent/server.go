@@ -25,7 +25,7 @@ const (
 type pod struct {
 	name        string
 	netns       string
-	ip          netip.Addr
+	ips         []netip.Addr // one per family, primary first
 	idx         int
 	terminating bool
 	stopped     bool
@@ -51,8 +51,9 @@ func (p *pod) serve(in *corev1.Pod) error {
 			}
 		}
 	}
+	tcpNet, udpNet := p.networks()
 	for port := range tcp {
-		l, err := netns.Listen(p.netns, "tcp4", fmt.Sprintf(":%d", port))
+		l, err := netns.Listen(p.netns, tcpNet, fmt.Sprintf(":%d", port))
 		if err != nil {
 			p.close()
 			return fmt.Errorf("listen tcp %d: %w", port, err)
@@ -66,7 +67,7 @@ func (p *pod) serve(in *corev1.Pod) error {
 		p.add(func() { _ = srv.Close() })
 	}
 	for port := range udp {
-		c, err := netns.ListenPacket(p.netns, "udp4", fmt.Sprintf(":%d", port))
+		c, err := netns.ListenPacket(p.netns, udpNet, fmt.Sprintf(":%d", port))
 		if err != nil {
 			p.close()
 			return fmt.Errorf("listen udp %d: %w", port, err)

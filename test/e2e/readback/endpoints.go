@@ -4,26 +4,42 @@
 package readback
 
 import (
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 )
 
+// addr is an IPv4 or IPv6 address as nft prints it (IPv6 compressed, as
+// netip prints it too). It must start after a blank, '{' or ',' so that it
+// is not the hex tail of a longer word.
+const addr = `(?:^|[\s{,])([0-9a-fA-F:.]+)`
+
 // Endpoints per Service as the kernel balances them: SvcproxyEndpoints keys by
 // ClusterIP, KubeProxyEndpoints by Service name; addresses sorted.
 var (
 	// svcproxy's endpoint map element: ClusterIP . proto . port . slot : endpoint . port
-	spEndpoint = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. tcp \. (\d+) \. (\S+) : (\d+\.\d+\.\d+\.\d+) \. \d+`)
+	spEndpoint = regexp.MustCompile(addr + ` \. tcp \. (\d+) \. (\S+) : ([0-9a-fA-F:.]+) \. \d+`)
 	// svcproxy's dispatch element: ClusterIP . proto . port [comment] : goto lb-N-SS
-	spDispatch = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. tcp \. (\d+)(?: comment "[^"]*")? : goto lb-(\d+)-`)
+	spDispatch = regexp.MustCompile(addr + ` \. tcp \. (\d+)(?: comment "[^"]*")? : goto lb-(\d+)-`)
 	// kube-proxy nftables: a service chain's rules name its endpoint chains.
+	// An IPv6 endpoint's colons are dots in the chain name.
 	kpServiceChain  = regexp.MustCompile(`^\s*chain service-\w+-([^/]+)/([^/]+)/tcp/\S* \{`)
-	kpEndpointChain = regexp.MustCompile(`goto endpoint-\w+-[^/]+/[^/]+/tcp/\S*__(\d+\.\d+\.\d+\.\d+)/\d+`)
+	kpEndpointChain = regexp.MustCompile(`goto endpoint-\w+-[^/]+/[^/]+/tcp/\S*__([0-9a-fA-F.]+)/\d+`)
+	// ... or, as v1.37 does when no endpoint needs a chain of its own, the
+	// service chain translates itself: to its one endpoint (dnat to
+	// 10.200.0.3:80, dnat to [fd00::3]:80) or to one picked from an
+	// anonymous map (dnat ip6 to numgen random mod 2 map { 0 : fd00::3 .
+	// 80, 1 : fd00::4 . 80 }).
+	kpDirectDNAT = regexp.MustCompile(`\bdnat to (?:\[([0-9a-fA-F:.]+)\]|(\d+\.\d+\.\d+\.\d+)):\d+`)
+	kpNumgenMap  = regexp.MustCompile(`\bdnat (?:ip6? )?to numgen random mod \d+ map \{([^}]*)\}`)
+	kpMapElement = regexp.MustCompile(`\d+ : ([0-9a-fA-F:.]+) \. \d+`)
 )
 
-// SvcproxyEndpoints parses `nft list table ip svcproxy`: a port dispatched
-// to lb-N uses the endpoint slots 0..N-1 (slots above N are never picked).
+// SvcproxyEndpoints parses `nft list table ip svcproxy` or `ip6 svcproxy`
+// (or both, concatenated): a port dispatched to lb-N uses the endpoint slots
+// 0..N-1 (slots above N are never picked).
 func SvcproxyEndpoints(listing string) map[string][]string {
 	n := map[string]int{}
 	for _, m := range spDispatch.FindAllStringSubmatch(listing, -1) {
@@ -44,9 +60,10 @@ func SvcproxyEndpoints(listing string) map[string][]string {
 	return out
 }
 
-// KubeProxyEndpoints parses `nft list table ip kube-proxy`: the endpoint
-// chains each service chain jumps to (stale endpoint chains kube-proxy has
-// not deleted yet are not referenced, so they do not count).
+// KubeProxyEndpoints parses `nft list table ip kube-proxy` or `ip6
+// kube-proxy` (or both, concatenated): the endpoint chains each service chain
+// jumps to, or the endpoints it translates to itself (stale endpoint chains
+// kube-proxy has not deleted yet are not referenced, so they do not count).
 func KubeProxyEndpoints(listing string) map[string][]string {
 	out := map[string][]string{}
 	cur := ""
@@ -63,7 +80,15 @@ func KubeProxyEndpoints(listing string) map[string][]string {
 			continue
 		}
 		for _, m := range kpEndpointChain.FindAllStringSubmatch(l, -1) {
-			out[cur] = append(out[cur], m[1])
+			out[cur] = append(out[cur], chainNameIP(m[1]))
+		}
+		if m := kpDirectDNAT.FindStringSubmatch(l); m != nil {
+			out[cur] = append(out[cur], m[1]+m[2])
+		}
+		if m := kpNumgenMap.FindStringSubmatch(l); m != nil {
+			for _, e := range kpMapElement.FindAllStringSubmatch(m[1], -1) {
+				out[cur] = append(out[cur], e[1])
+			}
 		}
 	}
 	for k := range out {
@@ -71,4 +96,18 @@ func KubeProxyEndpoints(listing string) map[string][]string {
 		out[k] = slices.Compact(out[k])
 	}
 	return out
+}
+
+// chainNameIP undoes kube-proxy's spelling of an endpoint IP in a chain name,
+// where an IPv6 address has its colons replaced by dots ("fd00.200..c8.1"):
+// an IPv4 address is kept, anything else is read as IPv6 and printed in its
+// compressed form, as the listings and the e2e write addresses.
+func chainNameIP(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+		return s
+	}
+	if a, err := netip.ParseAddr(strings.ReplaceAll(s, ".", ":")); err == nil {
+		return a.String()
+	}
+	return s
 }

@@ -12,6 +12,13 @@ func TestSvcproxyEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// `nft list table ip6 svcproxy` in a scratch namespace after `nft -f` of
+	// `svcproxy render` for churn-like Services: the kernel's order, not the
+	// render's (fd00:10:96::b before fd00:10:96::3a2).
+	ip6, err := os.ReadFile("testdata/churn-ip6.nft")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, listing string
 		want          map[string][]string
@@ -29,6 +36,25 @@ func TestSvcproxyEndpoints(t *testing.T) {
 			map[string][]string{"10.96.0.12": {"10.9.0.1"}}},
 		{"no dispatch, no endpoints", `elements = { 10.96.0.13 . tcp . 80 . 0x00000000 : 10.9.0.1 . 80 }`,
 			map[string][]string{}},
+		{"ip6 kernel listing", string(ip6), map[string][]string{
+			"fd00:10:96::3a2": {"fd00:200::c9:1", "fd00:200::ca:1", "fd00:200::cb:1"},
+			"fd00:10:96::b":   {"fd00:200::c8:3"},
+		}},
+		{"IPv6 slots above lb-N are never picked", `
+		elements = { fd00:10:96::11 . tcp . 80 . 0x00000000 : fd00:200::c8:9 . 80,
+			     fd00:10:96::11 . tcp . 80 . 0x00000001 : fd00:200::c9:9 . 80,
+			     fd00:10:96::11 . tcp . 80 . 0x00000002 : fd00:200::ca:9 . 80 }
+		elements = { fd00:10:96::11 . tcp . 80 comment "default/churn-0009/TCP" : goto lb-2-11 }`,
+			map[string][]string{"fd00:10:96::11": {"fd00:200::c8:9", "fd00:200::c9:9"}}},
+		{"ip and ip6 tables concatenated", string(golden) + string(ip6), map[string][]string{
+			"10.96.0.10":      {"10.244.1.2", "10.244.1.3"},
+			"fd00:10:96::3a2": {"fd00:200::c9:1", "fd00:200::ca:1", "fd00:200::cb:1"},
+			"fd00:10:96::b":   {"fd00:200::c8:3"},
+		}},
+		{"hairpin pairs and NodePort maps are not endpoints", `
+		elements = { fd00:200::c8:3 . fd00:200::c8:3 }
+		elements = { tcp . 30080 . 0 : fd00:10:244:1::7 . 80 }`,
+			map[string][]string{}},
 	}
 	for _, tc := range tests {
 		if got := SvcproxyEndpoints(tc.listing); !reflect.DeepEqual(got, tc.want) {
@@ -38,7 +64,7 @@ func TestSvcproxyEndpoints(t *testing.T) {
 }
 
 func TestKubeProxyEndpoints(t *testing.T) {
-	listing := `table ip kube-proxy {
+	v4 := `table ip kube-proxy {
 	chain service-ULMVA6XW-default/churn-0001/tcp/ {
 		ip daddr 10.96.0.5 tcp dport 80 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
 		numgen random mod 2 vmap { 0 : goto endpoint-5OJB2KTY-default/churn-0001/tcp/__10.201.0.1/80,
@@ -53,13 +79,73 @@ func TestKubeProxyEndpoints(t *testing.T) {
 	chain service-AAAAAAAA-default/churn-0002/tcp/http {
 		numgen random mod 1 vmap { 0 : goto endpoint-BBBBBBBB-default/churn-0002/tcp/http__10.202.0.2/80 }
 	}
-}`
-	want := map[string][]string{
-		"churn-0001": {"10.200.0.1", "10.201.0.1"},
-		"churn-0002": {"10.202.0.2"},
+}
+`
+	// kube-proxy writes an IPv6 endpoint's colons as dots in the chain name
+	// (servicePortEndpointChainNameBase): fd00:200::c9:1 is fd00.200..c9.1.
+	chains6 := `table ip6 kube-proxy {
+	chain service-CCCCCCCC-default/churn-0003/tcp/ {
+		ip6 daddr fd00:10:96::3a2 tcp dport 80 ip6 saddr != fd00:10:244::/56 jump mark-for-masquerade
+		numgen random mod 2 vmap { 0 : goto endpoint-DDDDDDDD-default/churn-0003/tcp/__fd00.200..c9.1/80,
+					   1 : goto endpoint-EEEEEEEE-default/churn-0003/tcp/__fd00.200..ca.1/80 }
 	}
-	if got := KubeProxyEndpoints(listing); !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v, want %v", got, want)
+
+	chain service-FFFFFFFF-default/churn-0005/tcp/ {
+		numgen random mod 1 vmap { 0 : goto endpoint-GGGGGGGG-default/churn-0005/tcp/__fd00.200.0.0.0.0.cb.5/80 }
+	}
+}
+`
+	// What kube-proxy v1.37 (nftables mode) left in an IPv6 e2e node during
+	// the churn, the churn Services but two left out: service chains that
+	// translate themselves, to one endpoint or through an anonymous map.
+	direct6, err := os.ReadFile("testdata/kube-proxy-ip6.nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same in IPv4, two chains read in an IPv4 e2e node.
+	direct4 := `table ip kube-proxy {
+	chain service-6AZKV443-default/churn-0009/tcp/ {
+		meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.201.0.9 . 80, 1 : 10.202.0.9 . 80 }
+	}
+
+	chain service-Y4GH6HAL-default/churn-0886/tcp/ {
+		meta l4proto tcp dnat to 10.200.3.118:80
+	}
+}
+`
+	tests := []struct {
+		name, listing string
+		want          map[string][]string
+	}{
+		{"ip", v4, map[string][]string{
+			"churn-0001": {"10.200.0.1", "10.201.0.1"},
+			"churn-0002": {"10.202.0.2"},
+		}},
+		{"ip6 endpoint chains, uncompressed name printed compressed", chains6, map[string][]string{
+			"churn-0003": {"fd00:200::c9:1", "fd00:200::ca:1"},
+			"churn-0005": {"fd00:200::cb:5"},
+		}},
+		{"ip6 kernel listing, no endpoint chains", string(direct6), map[string][]string{
+			"kubernetes": {"fd00:172:18::2"},
+			"churn-0101": {"fd00:200::cd:65", "fd00:200::ce:65", "fd00:200::cf:65"},
+			"churn-0106": {"fd00:200::ce:6a"},
+			"probe":      {"fd00:10:244:2::3"},
+		}},
+		{"ip, no endpoint chains", direct4, map[string][]string{
+			"churn-0009": {"10.201.0.9", "10.202.0.9"},
+			"churn-0886": {"10.200.3.118"},
+		}},
+		{"ip and ip6 concatenated", v4 + chains6, map[string][]string{
+			"churn-0001": {"10.200.0.1", "10.201.0.1"},
+			"churn-0002": {"10.202.0.2"},
+			"churn-0003": {"fd00:200::c9:1", "fd00:200::ca:1"},
+			"churn-0005": {"fd00:200::cb:5"},
+		}},
+	}
+	for _, tc := range tests {
+		if got := KubeProxyEndpoints(tc.listing); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

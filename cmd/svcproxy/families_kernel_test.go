@@ -1,0 +1,84 @@
+package main
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/svcproxy/svcproxy/internal/netnstest"
+	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
+)
+
+// TestProbeTable: the IPv6 probe creates `ip6 svcproxy` in the namespace, and
+// leaves an existing one (and what is in it) alone.
+func TestProbeTable(t *testing.T) {
+	ns := netnstest.New(t, "probe6")
+	if err := probeTable(endpoints.IPv6, ns.Fd); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "table ip6 "+proxy.TableName {
+		t.Fatalf("tables after the probe: %q", out)
+	}
+	ns.MustRun(t, "nft", "add", "chain", "ip6", proxy.TableName, "services")
+	if err := probeTable(endpoints.IPv6, ns.Fd); err != nil {
+		t.Fatalf("second probe: %v", err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "table", "ip6", proxy.TableName); !strings.Contains(out, "chain services") {
+		t.Fatalf("the probe changed an existing table:\n%s", out)
+	}
+}
+
+// TestCleanupBothFamilies: --cleanup deletes svcproxy's ip and ip6 tables, and
+// nothing else.
+func TestCleanupBothFamilies(t *testing.T) {
+	bin := svcproxyBin(t)
+	node := netnstest.New(t, "cleanup6")
+	for _, fam := range []string{"ip", "ip6"} {
+		node.MustRun(t, "nft", "add", "table", fam, proxy.TableName)
+		node.MustRun(t, "nft", "add", "table", fam, "bystander")
+	}
+	if out, err := node.Run(bin, "--cleanup", "--takeover=false"); err != nil {
+		t.Fatalf("--cleanup: %v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(node.MustRun(t, "nft", "list", "tables")), "\n")
+	sort.Strings(lines)
+	if got := strings.Join(lines, "|"); got != "table ip bystander|table ip6 bystander" {
+		t.Fatalf("tables after --cleanup: %q", got)
+	}
+}
+
+// TestDualStackNode runs the binary on the dual-stack manifests in a namespace:
+// both tables are programmed, each with its own family's ClusterIP.
+func TestDualStackNode(t *testing.T) {
+	if !proxyRenders(endpoints.IPv6) {
+		t.Skip("pkg/proxy renders no ip6 table in this build (wip/v6core)")
+	}
+	node := netnstest.New(t, "dual")
+	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	startSvcproxy(t, node, logPath, "--manifests", "testdata/dualstack", "--hostname-override", "me",
+		"--cluster-cidr", "10.244.0.0/16,fd00:244::/56",
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
+	for _, tc := range []struct{ family, has, lacks string }{
+		{"ip", "10.96.0.20", "fd00:96::20"},
+		{"ip6", "fd00:96::20", "10.96.0.20"},
+	} {
+		poll.Eventually(t, 15*time.Second, "table "+tc.family+" with "+tc.has, func() (bool, string) {
+			out, err := node.Run("nft", "list", "table", tc.family, proxy.TableName)
+			return err == nil && strings.Contains(out, tc.has) && !strings.Contains(out, tc.lacks), out
+		})
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(node.Fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tables, err := c.ListTables(); err != nil || len(tables) != 2 {
+		t.Errorf("tables: %v, %v; want exactly ip and ip6 svcproxy", tables, err)
+	}
+}

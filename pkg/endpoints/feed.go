@@ -1,0 +1,141 @@
+package endpoints
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// feed is what a reflector writes into instead of an informer's cache: it hands
+// every object straight to the trackers (which keep what they read and compute
+// deltas from their own state) and keeps only the keys of the objects that exist,
+// so that a relist can tell the trackers what is gone. An informer would keep a
+// second full copy of every Service and EndpointSlice (~160 MiB at 30k trimmed).
+//
+// It is the reflector's cache.ReflectorStore. Add, Update and Delete carry watch
+// events; Replace ends a relist, whose objects were already delivered as they
+// arrived and replaced by key-only stubs: by Transformer for a watch-list stream
+// (what the API server speaks), by pagedLister page by page for a plain list.
+type feed struct {
+	kind string // KindService or KindEndpointSlice
+
+	mu sync.Mutex
+	// keys of the objects the trackers were given and not told gone since.
+	keys map[string]struct{}
+	// synced: the first relist is delivered.
+	synced bool
+	// trackers' handlers; set before the reflector starts (RegisterSynced).
+	upserts []func(obj any)
+	deletes []func(obj any)
+}
+
+var _ cache.TransformingStore = &feed{}
+
+func newFeed(kind string) *feed { return &feed{kind: kind, keys: make(map[string]struct{})} }
+
+// hasSynced reports whether the first relist has reached the trackers.
+func (f *feed) hasSynced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced
+}
+
+// upsert gives obj (trimmed: nothing more than what is read reaches a tracker)
+// to every tracker and remembers its key.
+func (f *feed) upsert(obj any) error {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return fmt.Errorf("%s without a key: %w", f.kind, err)
+	}
+	trimmed, _ := TrimObject(obj)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys[key] = struct{}{}
+	for _, up := range f.upserts {
+		up(trimmed)
+	}
+	return nil
+}
+
+func (f *feed) Add(obj any) error    { return f.upsert(obj) }
+func (f *feed) Update(obj any) error { return f.upsert(obj) }
+
+// Delete tells every tracker obj is gone.
+func (f *feed) Delete(obj any) error {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return fmt.Errorf("deleted %s without a key: %w", f.kind, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.keys, key)
+	f.deleteLocked(obj)
+	return nil
+}
+
+func (f *feed) deleteLocked(obj any) {
+	for _, del := range f.deletes {
+		del(obj)
+	}
+}
+
+// Replace ends a relist: items are what exists now. Stubs (key-only
+// PartialObjectMetadata from pagedLister, whose objects were delivered already)
+// only count as present; whole objects are delivered. Every key known before
+// and not in items is deleted from the trackers, by key, as a tombstone.
+func (f *feed) Replace(items []any, _ string) error {
+	now := make(map[string]struct{}, len(items))
+	for _, obj := range items {
+		if _, stub := obj.(*metav1.PartialObjectMetadata); !stub {
+			if err := f.upsert(obj); err != nil {
+				return err
+			}
+		}
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return fmt.Errorf("listed %s without a key: %w", f.kind, err)
+		}
+		now[key] = struct{}{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key := range f.keys {
+		if _, ok := now[key]; !ok {
+			f.deleteLocked(cache.DeletedFinalStateUnknown{Key: key})
+		}
+	}
+	f.keys = now
+	f.synced = true
+	return nil
+}
+
+// Transformer makes the reflector's watch-list stream (the initial state sent
+// as ADDED events, which the reflector gathers in a store of its own before
+// calling Replace) deliver each object as it arrives and gather only key stubs.
+func (f *feed) Transformer() cache.TransformFunc { return f.streamed }
+
+func (f *feed) streamed(obj any) (any, error) {
+	if s, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return s, nil // transforms must be idempotent
+	}
+	if err := f.upsert(obj); err != nil {
+		return nil, err
+	}
+	return stubOf(obj)
+}
+
+// stubOf is the key stub of obj: namespace and name.
+func stubOf(obj any) (*metav1.PartialObjectMetadata, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, fmt.Errorf("stub: %w", err)
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName()}}, nil
+}
+
+// Resync has nothing to re-deliver: there is no cache, and the trackers
+// compare against their own state, so a resync would change nothing anyway.
+func (f *feed) Resync() error { return nil }

@@ -1,0 +1,93 @@
+package endpoints
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// listPageSize is how many objects one List request asks for: a page of 500
+// EndpointSlices decodes to a few MiB, where a whole list of 30k is ~150 MiB.
+const listPageSize = 500
+
+// pagedLister lists page by page and delivers each page's objects to deliver as
+// soon as it is decoded, returning to the reflector only key stubs
+// (PartialObjectMetadata with namespace and name), so that a list of any size
+// never holds more than one page of objects.
+//
+// Objects delivered by a List that then fails stay delivered: they were true
+// at the list's resource version, and the relist that follows ends with
+// feed.Replace, which deletes whatever is gone by then.
+type pagedLister struct {
+	lw       cache.ListerWatcherWithContext
+	deliver  func(obj any) error
+	pageSize int64
+}
+
+var _ ListerWatcher = &pagedLister{}
+
+func (p *pagedLister) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return p.ListWithContext(context.Background(), opts)
+}
+
+func (p *pagedLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return p.WatchWithContext(context.Background(), opts)
+}
+
+func (p *pagedLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return p.lw.WatchWithContext(ctx, opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on what the client says: where the
+// API server can stream lists (watch-list), the reflector does, and the feed's
+// Transformer delivers the stream object by object; the paged List is for the
+// others. A relist served by List (RV "") is a quorum read whose resource
+// version the watch cache may not have reached, and the watch that follows
+// then fails and relists again: seen after an API server outage, when only
+// watch-list kept the Services in step.
+func (p *pagedLister) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(p.lw)
+}
+
+// ListWithContext pages through the list opts ask for (all pages at the first
+// page's resource version, as continue tokens guarantee) and returns the stubs.
+func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	out := &metav1.PartialObjectMetadataList{}
+	opts.Limit, opts.Continue = p.pageSize, ""
+	for {
+		page, err := p.lw.ListWithContext(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		lm, err := meta.ListAccessor(page)
+		if err != nil {
+			return nil, fmt.Errorf("list page: %w", err)
+		}
+		err = meta.EachListItem(page, func(obj runtime.Object) error {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return fmt.Errorf("list item: %w", err)
+			}
+			if err := p.deliver(obj); err != nil {
+				return err
+			}
+			out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName()}})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out.ResourceVersion = lm.GetResourceVersion()
+		if lm.GetContinue() == "" {
+			return out, nil
+		}
+		// A continue token carries the resource version; the request must not.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = lm.GetContinue(), "", ""
+	}
+}
