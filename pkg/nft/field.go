@@ -120,6 +120,8 @@ const (
 // Operand is a field or a constant in a concatenated key.
 type Operand struct {
 	Field Field
+	// Mask, when set, is ANDed with the field: "ip daddr & 0.0.0.15".
+	Mask *Datum
 	Const *Datum
 	// Random, when non-zero, is a fresh random number modulo Random (a mark-typed
 	// value): "numgen random mod N".
@@ -134,6 +136,12 @@ func F(f Field) Operand         { return Operand{Field: f} }
 func C(d Datum) Operand         { return Operand{Const: &d} }
 func Random(mod uint32) Operand { return Operand{Random: mod} }
 
+// FMasked is field f ANDed with mask (a datum of f's type).
+func FMasked(f Field, mask Datum) Operand { return Operand{Field: f, Mask: &mask} }
+
+// Fs makes a key of fields.
+func Fs(fs ...Field) []Operand { return fieldOperands(fs) }
+
 // RandomFrom is Random(mod) plus offset.
 func RandomFrom(mod, offset uint32) Operand { return Operand{Random: mod, Offset: offset} }
 
@@ -145,6 +153,8 @@ func (o Operand) String() string {
 		return fmt.Sprintf("numgen random mod %d offset %d", o.Random, o.Offset)
 	case o.Random != 0:
 		return fmt.Sprintf("numgen random mod %d", o.Random)
+	case o.Mask != nil:
+		return fmt.Sprintf("%s & %s", o.Field, o.Mask)
 	}
 	return o.Field.String()
 }
@@ -159,14 +169,18 @@ func (o Operand) len() int {
 	return o.Field.Type().Len()
 }
 
-func (o Operand) load(reg uint32) expr.Any {
+func (o Operand) load(reg uint32) []expr.Any {
 	switch {
 	case o.Const != nil:
-		return &expr.Immediate{Register: reg, Data: o.Const.Bytes()}
+		return []expr.Any{&expr.Immediate{Register: reg, Data: o.Const.Bytes()}}
 	case o.Random != 0:
-		return &expr.Numgen{Register: reg, Modulus: o.Random, Type: unix.NFT_NG_RANDOM, Offset: o.Offset}
+		return []expr.Any{&expr.Numgen{Register: reg, Modulus: o.Random, Type: unix.NFT_NG_RANDOM, Offset: o.Offset}}
+	case o.Mask != nil:
+		n := o.Field.Type().Len()
+		return []expr.Any{o.Field.load(reg),
+			&expr.Bitwise{SourceRegister: reg, DestRegister: reg, Len: uint32(n), Mask: o.Mask.Bytes(), Xor: make([]byte, n)}}
 	}
-	return o.Field.load(reg)
+	return []expr.Any{o.Field.load(reg)}
 }
 
 // loadConcat loads operands into consecutive registers the way nft does (first into
@@ -189,7 +203,7 @@ func loadConcatAt(ops []Operand, slot uint32) ([]expr.Any, uint32) {
 		if i == 0 {
 			reg = first
 		}
-		out = append(out, o.load(reg))
+		out = append(out, o.load(reg)...)
 		slot += uint32((o.len() + 3) / 4)
 	}
 	return out, first

@@ -38,7 +38,7 @@ func sampleRuleset6() *Ruleset {
 		}},
 		{Name: "services", Rules: []Rule{
 			{Stmts: []Stmt{MatchPrefix{Field: FieldIP6Saddr, Negate: true, Prefix: netip.MustParsePrefix("fd00:10:244::/56")}, Lookup{Key: []Operand{F(FieldIP6Daddr)}, Set: "ips"}, MarkOr{Bits: 0x4000}}},
-			{Stmts: []Stmt{VMap{Key: []Field{FieldIP6Daddr, FieldL4Proto, FieldThDport}, Map: "dispatch"}}},
+			{Stmts: []Stmt{VMap{Key: Fs(FieldIP6Daddr, FieldL4Proto, FieldThDport), Map: "dispatch"}}},
 			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIP6Daddr)}, Set: "ips"}, Match{Field: FieldL4Proto, Value: Proto(ProtoICMPv6)}, Verdict{Kind: Drop}}},
 			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIP6Daddr)}, Set: "ips"}, Reject{}}, Comment: "wrong port"},
 		}},
@@ -48,7 +48,7 @@ func sampleRuleset6() *Ruleset {
 		}},
 		{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{TCPReset: true}}}}},
 		{Name: "record", Hook: &ChainHook{Type: "filter", Hook: "prerouting", Priority: -99}, Rules: []Rule{{Stmts: []Stmt{CtStateNew{}, CtStatusDNAT{},
-			Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)}, VMap{Key: []Field{FieldCtOrigDaddr6, FieldL4Proto, FieldCtOrigProtoDst}, Map: "recording"}}}}},
+			Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)}, VMap{Key: Fs(FieldCtOrigDaddr6, FieldL4Proto, FieldCtOrigProtoDst), Map: "recording"}}}}},
 		{Name: "remember", Rules: []Rule{{Stmts: []Stmt{Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)},
 			Update{Set: "affinity", Timeout: time.Minute, Key: []Operand{F(FieldIP6Saddr), F(FieldCtOrigDaddr6), F(FieldL4Proto), F(FieldCtOrigProtoDst)},
 				Data: []Operand{F(FieldIP6Daddr), F(FieldCtReplyProtoSrc)}}}}}},

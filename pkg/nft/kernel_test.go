@@ -39,7 +39,7 @@ func sampleRuleset() *Ruleset {
 		}},
 		{Name: "services", Rules: []Rule{
 			{Stmts: []Stmt{MatchPrefix{Field: FieldIPSaddr, Negate: true, Prefix: netip.MustParsePrefix("10.244.0.0/16")}, Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, MarkOr{Bits: 0x4000}}},
-			{Stmts: []Stmt{VMap{Key: []Field{FieldIPDaddr, FieldL4Proto, FieldThDport}, Map: "dispatch"}}},
+			{Stmts: []Stmt{VMap{Key: Fs(FieldIPDaddr, FieldL4Proto, FieldThDport), Map: "dispatch"}}},
 			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, Match{Field: FieldL4Proto, Value: Proto(ProtoICMP)}, Verdict{Kind: Drop}}},
 			{Stmts: []Stmt{Lookup{Key: []Operand{F(FieldIPDaddr)}, Set: "ips"}, Reject{}}, Comment: "wrong port"},
 		}},
@@ -50,7 +50,7 @@ func sampleRuleset() *Ruleset {
 		}},
 		{Name: "svc-b", Rules: []Rule{{Stmts: []Stmt{Reject{TCPReset: true}}}}},
 		{Name: "record", Hook: &ChainHook{Type: "filter", Hook: "prerouting", Priority: -99}, Rules: []Rule{{Stmts: []Stmt{CtStateNew{}, CtStatusDNAT{},
-			Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)}, VMap{Key: []Field{FieldCtOrigDaddr, FieldL4Proto, FieldCtOrigProtoDst}, Map: "recording"}}}}},
+			Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)}, VMap{Key: Fs(FieldCtOrigDaddr, FieldL4Proto, FieldCtOrigProtoDst), Map: "recording"}}}}},
 		{Name: "remember", Rules: []Rule{{Stmts: []Stmt{Match{Field: FieldCtProtocol, Value: Proto(ProtoTCP)},
 			Update{Set: "affinity", Timeout: time.Minute, Key: []Operand{F(FieldIPSaddr), F(FieldCtOrigDaddr), F(FieldL4Proto), F(FieldCtOrigProtoDst)},
 				Data: []Operand{F(FieldIPDaddr), F(FieldCtReplyProtoSrc)}}}}}},

@@ -102,16 +102,16 @@ func (l Lookup) exprs(c *encCtx) []expr.Any {
 // VMap dispatches on a key through a named verdict map:
 // "ip daddr . meta l4proto . th dport vmap @service-ips".
 type VMap struct {
-	Key []Field
+	Key []Operand
 	Map string
 }
 
 func (v VMap) String() string {
-	return fmt.Sprintf("%s vmap @%s", joinOperands(fieldOperands(v.Key)), v.Map)
+	return fmt.Sprintf("%s vmap @%s", joinOperands(v.Key), v.Map)
 }
 
 func (v VMap) exprs(c *encCtx) []expr.Any {
-	out, reg := loadConcat(fieldOperands(v.Key))
+	out, reg := loadConcat(v.Key)
 	return append(out, &expr.Lookup{SourceRegister: reg, DestRegister: 0, IsDestRegSet: true, SetName: v.Map, SetID: c.setID(v.Map)})
 }
 

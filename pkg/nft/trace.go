@@ -259,7 +259,7 @@ func (t *tracer) rule(stmts []Stmt, s state) ([]branch, error) {
 		}
 		return cont(present != st.Negate, s)
 	case VMap:
-		id, err := t.key(st.Map, fieldOperands(st.Key), s)
+		id, err := t.key(st.Map, st.Key, s)
 		if err != nil {
 			return nil, err
 		}
@@ -395,6 +395,16 @@ func (t *tracer) key(set string, ops []Operand, s state) (string, error) {
 func (t *tracer) value(o Operand, s state) (Datum, error) {
 	if o.Const != nil {
 		return *o.Const, nil
+	}
+	if o.Mask != nil {
+		d, err := t.value(F(o.Field), s)
+		if err != nil {
+			return Datum{}, err
+		}
+		for i := range d.n {
+			d.b[i] &= o.Mask.b[i]
+		}
+		return d, nil
 	}
 	switch o.Field {
 	case FieldIPSaddr, FieldIP6Saddr:

@@ -51,7 +51,7 @@ func recordNodePortAffinity() []nft.Rule {
 	for _, proto := range []uint8{nft.ProtoTCP, nft.ProtoUDP, nft.ProtoSCTP} {
 		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.CtStateNew{}, nft.CtStatusDNAT{},
 			nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
-			nft.VMap{Key: []nft.Field{nft.FieldL4Proto, nft.FieldCtOrigProtoDst}, Map: mapStickyNodePorts}}})
+			nft.VMap{Key: nft.Fs(nft.FieldL4Proto, nft.FieldCtOrigProtoDst), Map: mapStickyNodePorts}}})
 	}
 	return rules
 }

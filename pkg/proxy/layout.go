@@ -46,7 +46,8 @@ const (
 	chainPrerouting  = "nat-prerouting"
 	chainOutput      = "nat-output"
 	chainPostrouting = "nat-postrouting"
-	chainHairpin     = "masquerade-hairpin" // one rule per hairpin set present
+	chainHairpin     = "masquerade-hairpin" // masquerade-hairpin-NN: the lookup in hairpin-NN
+	mapHairpinShards = "hairpin-shards"     // endpoint address & shardMask : goto masquerade-hairpin-NN
 	chainServices    = "services"
 
 	// The affinity map is written after NAT, from filter chains one priority after
@@ -159,6 +160,7 @@ func fixedSets(x ipFields) []*nft.Set {
 		{Name: mapServiceNodePorts, Key: []nft.DataType{nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: mapStickyNodePorts, Key: []nft.DataType{nft.TypeInetProto, nft.TypeInetService}, Verdict: true},
 		{Name: setNodePortIPs, Key: []nft.DataType{x.addr}},
+		{Name: mapHairpinShards, Key: []nft.DataType{x.addr}, Verdict: true},
 	}
 }
 
@@ -217,37 +219,12 @@ func NewRuleset(o Options) *nft.Ruleset {
 	r.DeclareOnDemand(shardSets(x)...)
 	r.OnConflict = logElementConflict
 	r.SetFragment(skeletonOwner, Skeleton(o))
-	refreshHairpin(r)
+	refreshOnDemand(r)
 	return r
 }
 
 // skeletonOwner owns the Skeleton fragment.
 const skeletonOwner = "skeleton"
-
-// hairpinOwner owns the chain masquerading hairpin traffic.
-const hairpinOwner = "hairpin"
-
-// refreshHairpin gives the hairpin chain one rule per hairpin set that holds
-// elements, so that a shard's set and the rule naming it come and go together. Call
-// it after rendering Services; it changes the chain only when a shard appeared or
-// emptied.
-func refreshHairpin(r *nft.Ruleset) {
-	x := ip4Fields
-	if r.Family == nft.FamilyIPv6 {
-		x = ip6Fields
-	}
-	var rules []nft.Rule
-	for k := 0; k < shards; k++ {
-		set := fmt.Sprintf("%s-%02d", setHairpin, k)
-		if r.Count(set) == 0 {
-			continue
-		}
-		rules = append(rules, nft.Rule{Stmts: []nft.Stmt{nft.CtStatusDNAT{},
-			nft.Lookup{Key: []nft.Operand{nft.F(x.saddr), nft.F(x.daddr)}, Set: set},
-			nft.Masquerade{FullyRandom: true}}})
-	}
-	r.SetFragment(hairpinOwner, nft.Fragment{Chains: []*nft.Chain{{Name: chainHairpin, Rules: rules}}})
-}
 
 // Skeleton is the part of the table that does not depend on Services: base chains
 // hooking NAT, the dispatch chain, masquerading, NodePorts on all local addresses.
@@ -266,7 +243,7 @@ func SkeletonFor(o Options, na NodeAddresses) nft.Fragment {
 		services = append(services, nft.Rule{Stmts: []nft.Stmt{
 			nft.MatchPrefix{Field: x.saddr, Negate: true, Prefix: o.ClusterCIDR}, clusterIP, nft.MarkOr{Bits: masqueradeBit}}})
 	}
-	addrKey := []nft.Field{x.daddr, nft.FieldL4Proto, nft.FieldThDport}
+	addrKey := nft.Fs(x.daddr, nft.FieldL4Proto, nft.FieldThDport)
 	services = append(services,
 		nft.Rule{Stmts: []nft.Stmt{nft.VMap{Key: addrKey, Map: mapServiceIPs}}},
 		// loadBalancerSourceRanges: a firewall chain drops other sources, or returns.
@@ -291,21 +268,11 @@ func SkeletonFor(o Options, na NodeAddresses) nft.Fragment {
 	)
 	postrouting := []nft.Rule{
 		{Stmts: []nft.Stmt{nft.MarkMatch{Mask: masqueradeBit, Value: masqueradeBit}, nft.MarkXor{Bits: masqueradeBit}, nft.Masquerade{FullyRandom: true}}},
-		// The hairpin shards in use (refreshHairpin).
-		{Stmts: []nft.Stmt{nft.Verdict{Kind: nft.Jump, Chain: chainHairpin}}},
+		// A pod reaching itself through its Service: one lookup in the hairpin
+		// shard of the endpoint's address (refreshHairpin), not one per shard.
+		{Stmts: []nft.Stmt{nft.CtStatusDNAT{}, nft.VMap{Key: []nft.Operand{nft.FMasked(x.daddr, x.shardMask())}, Map: mapHairpinShards}}},
 	}
-	// One rule per protocol: nft types "ct original proto-dst" only after a
-	// "ct protocol" match, and the listing must load back with nft -f.
-	var record []nft.Rule
-	for _, proto := range []uint8{nft.ProtoTCP, nft.ProtoUDP, nft.ProtoSCTP} {
-		record = append(record, nft.Rule{Stmts: []nft.Stmt{nft.CtStateNew{}, nft.CtStatusDNAT{},
-			nft.Match{Field: nft.FieldCtProtocol, Value: nft.Proto(proto)},
-			nft.VMap{Key: []nft.Field{x.ctOrigDaddr, nft.FieldL4Proto, nft.FieldCtOrigProtoDst}, Map: mapStickyPorts}}})
-	}
-	record = append(record, recordNodePortAffinity()...)
 	chains := []*nft.Chain{
-		{Name: chainStickyPrerouting, Hook: &nft.ChainHook{Type: "filter", Hook: "prerouting", Priority: stickyPriority}, Rules: record},
-		{Name: chainStickyOutput, Hook: &nft.ChainHook{Type: "filter", Hook: "output", Priority: stickyPriority}, Rules: record},
 		{Name: chainPrerouting, Hook: &nft.ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}, Rules: jumpServices},
 		{Name: chainOutput, Hook: &nft.ChainHook{Type: "nat", Hook: "output", Priority: -100}, Rules: jumpServices},
 		{Name: chainPostrouting, Hook: &nft.ChainHook{Type: "nat", Hook: "postrouting", Priority: 100}, Rules: postrouting},

@@ -17,7 +17,7 @@ import (
 // IPv6 localhost NodePorts either.
 func nodePortsChain(o Options, na NodeAddresses) (*nft.Chain, []nft.Element) {
 	x := fieldsOf(o.Family)
-	dispatch := nft.VMap{Key: []nft.Field{nft.FieldL4Proto, nft.FieldThDport}, Map: mapServiceNodePorts}
+	dispatch := nft.VMap{Key: nft.Fs(nft.FieldL4Proto, nft.FieldThDport), Map: mapServiceNodePorts}
 	var elems []nft.Element
 	var stmts []nft.Stmt
 	if na.All {

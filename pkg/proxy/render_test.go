@@ -179,7 +179,7 @@ func TestTraceBehaviour(t *testing.T) {
 			}
 			f := RenderService(tc.ports, eps, "node-a")
 			r.SetFragment("svc", f)
-			refreshHairpin(r)
+			refreshOnDemand(r)
 			got, err := nft.Trace(r, tc.pkt, swept(tc.affinity, stickyOf(f)))
 			if err != nil {
 				t.Fatal(err)

@@ -70,7 +70,7 @@ func TestRenderSkipsReservedAddresses(t *testing.T) {
 	}}
 	rs := NewRuleset(Options{})
 	rs.SetFragment("svc", RenderService([]endpoints.ServicePort{web}, eps, "node-a"))
-	refreshHairpin(rs)
+	refreshOnDemand(rs)
 	got, err := nft.Trace(rs, nft.Packet{Src: client, Dst: clusterIP, Proto: nft.ProtoTCP, DPort: 80}, nil)
 	if err != nil || len(got) != 1 || got[0] != dnat(ep1, 8080, false) {
 		t.Fatalf("%v %v, want only dnat to %v", got, err, ep1)

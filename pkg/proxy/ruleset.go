@@ -22,7 +22,7 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 		seen[k] = true
 		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(snap.ServicePortsOf(k), snap.Endpoints, o)))
 	}
-	refreshHairpin(r)
+	refreshOnDemand(r)
 	for _, c := range r.Conflicts() {
 		klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,8 +13,9 @@ import (
 
 // TestShardsExistOnlyWhileUsed: the table holds the endpoints, hairpin and affinity
 // shards its Services use, and nothing else; a shard appears with its first
-// element (with the hairpin rule naming it) and goes with its last, while an
-// endpoint replaced within shards that exist changes elements only.
+// element (with the hairpin chain and dispatch element naming it) and goes with
+// its last, while an endpoint replaced within shards that exist changes elements
+// only. The affinity-recording hook chains exist only while a port is sticky.
 func TestShardsExistOnlyWhileUsed(t *testing.T) {
 	k := nft.NewFake()
 	rec := &recordingKernel{Kernel: k}
@@ -27,6 +29,9 @@ func TestShardsExistOnlyWhileUsed(t *testing.T) {
 		}
 		var out []string
 		for name := range v.Sets {
+			if name == mapHairpinShards {
+				continue
+			}
 			if strings.HasPrefix(name, mapEndpoints+"-") || strings.HasPrefix(name, setHairpin+"-") || strings.HasPrefix(name, mapAffinity+"-") {
 				out = append(out, name)
 			}
@@ -52,11 +57,27 @@ func TestShardsExistOnlyWhileUsed(t *testing.T) {
 	if got := shardsInKernel(); len(got) != 0 {
 		t.Fatalf("no Services, shards %v", got)
 	}
+	onDemandChains := func() []string {
+		t.Helper()
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(k.Ruleset(nft.FamilyIPv4, TableName).Chains)) {
+			if strings.HasPrefix(name, chainHairpin) || name == chainStickyPrerouting || name == chainStickyOutput {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	if got := onDemandChains(); len(got) != 0 {
+		t.Fatalf("no Services, on-demand chains %v", got)
+	}
 
 	addWeb(tr, "web", "10.96.0.10", "pod1", "pod2") // ClusterIP shard 10, pods in 2 and 3
 	sync("first Service")
 	if got, want := shardsInKernel(), []string{"endpoints-10", "hairpin-02", "hairpin-03"}; !slices.Equal(got, want) {
 		t.Fatalf("shards %v, want %v", got, want)
+	}
+	if got, want := onDemandChains(), []string{"masquerade-hairpin-02", "masquerade-hairpin-03"}; !slices.Equal(got, want) {
+		t.Fatalf("on-demand chains %v, want %v", got, want)
 	}
 
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod1"), readyEP("pod3"))) // 3 empties, 4 appears
@@ -81,6 +102,9 @@ func TestShardsExistOnlyWhileUsed(t *testing.T) {
 	if got, want := shardsInKernel(), []string{"affinity-11", "endpoints-10", "endpoints-11", "hairpin-02", "hairpin-04"}; !slices.Equal(got, want) {
 		t.Fatalf("shards %v, want %v", got, want)
 	}
+	if got, want := onDemandChains(), []string{"masquerade-hairpin-02", "masquerade-hairpin-04", chainStickyOutput, chainStickyPrerouting}; !slices.Equal(got, want) {
+		t.Fatalf("on-demand chains %v, want %v", got, want)
+	}
 
 	tr.OnServiceDelete(testService("web", "10.96.0.10", false, httpPort))
 	tr.OnServiceDelete(testService("sticky", "10.96.0.11", true, httpPort))
@@ -88,8 +112,11 @@ func TestShardsExistOnlyWhileUsed(t *testing.T) {
 	if got := shardsInKernel(); len(got) != 0 {
 		t.Fatalf("no Services, shards %v", got)
 	}
-	if c, ok := k.Chain(nft.FamilyIPv4, TableName, chainHairpin); !ok || len(c.Rules) != 0 {
-		t.Fatalf("hairpin chain %+v (present %v), want it empty", c, ok)
+	if got := onDemandChains(); len(got) != 0 {
+		t.Fatalf("no Services, on-demand chains %v", got)
+	}
+	if n := k.Ruleset(nft.FamilyIPv4, TableName).Count(mapHairpinShards); n != 0 {
+		t.Fatalf("no Services, %d elements in %s", n, mapHairpinShards)
 	}
 }
 

@@ -46,7 +46,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {
-		refreshHairpin(p.desired)
+		refreshOnDemand(p.desired)
 		// The tracker keeps Services from colliding, so a conflict that outlives the
 		// batch (a hand-over renders both sides) is a bug worth an error line.
 		for _, c := range p.desired.Conflicts() {

@@ -92,7 +92,7 @@ func TestTraceTopology(t *testing.T) {
 				eps[p.Name] = tc.eps
 			}
 			r.SetFragment("svc", RenderServiceWith(tc.ports, eps, tc.opts))
-			refreshHairpin(r)
+			refreshOnDemand(r)
 			got, err := nft.Trace(r, tc.pkt, nil)
 			if err != nil {
 				t.Fatal(err)
