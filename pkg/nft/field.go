@@ -121,7 +121,7 @@ const (
 type Operand struct {
 	Field Field
 	// Mask, when set, is ANDed with the field: "ip daddr & 0.0.0.15".
-	Mask *Datum
+	Mask  *Datum
 	Const *Datum
 	// Random, when non-zero, is a fresh random number modulo Random (a mark-typed
 	// value): "numgen random mod N".
