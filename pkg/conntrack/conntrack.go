@@ -1,7 +1,9 @@
 // Package conntrack removes connection-tracking entries that would keep sending UDP
 // (and SCTP) traffic to endpoints that are gone, or that were never translated at
-// all. (TCP needs no help: a dead endpoint resets or times out, and the client opens
-// a new connection that the new rules place.)
+// all. TCP connections that happened need no help (a dead endpoint resets or times
+// out, and the client opens a new connection that the new rules place); a TCP SYN
+// nobody answered does: its entry catches the retransmissions and, ports coming
+// round, later connections (see ReconcileUnanswered).
 package conntrack
 
 import (

@@ -18,9 +18,18 @@ const (
 
 	ctaTupleOrig  = 1
 	ctaTupleReply = 2
+	ctaStatus     = 3
 	ctaID         = 12
 	ctaZone       = 18
 	ctaFilter     = 25
+	// ctaStatusMask with ctaStatus in a dump request keeps the entries whose
+	// status, masked, equals the given one (Linux 6.1+; older kernels ignore it
+	// and the caller filters again).
+	ctaStatusMask = 26
+
+	// ipsSeenReply is IPS_SEEN_REPLY: the entry saw a packet in the reply
+	// direction. A TCP entry without it is a SYN nobody answered.
+	ipsSeenReply = 1 << 1
 
 	ctaFilterOrigFlags = 1
 	// ctaFilterProtoNum is CTA_FILTER_F_CTA_PROTO_NUM (net/netfilter/nf_internals.h):
@@ -48,11 +57,12 @@ func ctMsgType(op uint16) netlink.HeaderType {
 // version 0, resource id 0.
 func nfgenmsg(family uint8) []byte { return []byte{family, 0, 0, 0} }
 
-// dumpRequest asks for the entries of one address family and protocol. The
-// kernel filters (CTA_FILTER, Linux 5.8+), so a node's many TCP entries never
-// cross netlink; older kernels ignore the filter and send everything, which the
-// caller filters again.
-func dumpRequest(family, proto uint8) (netlink.Message, error) {
+// dumpRequest asks for the entries of one address family and protocol, only those
+// that never saw a reply when unanswered is set. The kernel filters (CTA_FILTER,
+// Linux 5.8+; status, 6.1+), so a node's many TCP entries never cross netlink;
+// older kernels ignore the filter and send everything, which the caller filters
+// again.
+func dumpRequest(family, proto uint8, unanswered bool) (netlink.Message, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Nested(ctaTupleOrig, func(t *netlink.AttributeEncoder) error {
 		t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
@@ -65,6 +75,10 @@ func dumpRequest(family, proto uint8) (netlink.Message, error) {
 		f.Uint32(ctaFilterOrigFlags, ctaFilterProtoNum) // host byte order
 		return nil
 	})
+	if unanswered {
+		ae.Bytes(ctaStatus, binary.BigEndian.AppendUint32(nil, 0))
+		ae.Bytes(ctaStatusMask, binary.BigEndian.AppendUint32(nil, ipsSeenReply))
+	}
 	attrs, err := ae.Encode()
 	if err != nil {
 		return netlink.Message{}, fmt.Errorf("encode conntrack dump: %w", err)
@@ -99,6 +113,11 @@ func decodeEntry(b []byte) (Entry, error) {
 				return Entry{}, errBadAttr
 			}
 			e.ID, e.HasID = binary.BigEndian.Uint32(a.val), true
+		case ctaStatus:
+			if len(a.val) != 4 {
+				return Entry{}, errBadAttr
+			}
+			e.Status = binary.BigEndian.Uint32(a.val)
 		case ctaZone:
 			if len(a.val) != 2 {
 				return Entry{}, errBadAttr

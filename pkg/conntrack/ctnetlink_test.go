@@ -81,7 +81,7 @@ func TestDecodeEntry(t *testing.T) {
 			if tt.os.Addr().Is6() {
 				fam = unix.AF_INET6
 			}
-			want := Entry{Family: fam, Proto: tt.proto, OrigSrc: tt.os, OrigDst: tt.od, ReplySrc: tt.rs, Zone: tt.zone, ID: 0xdeadbeef, HasID: true}
+			want := Entry{Family: fam, Proto: tt.proto, OrigSrc: tt.os, OrigDst: tt.od, ReplySrc: tt.rs, Zone: tt.zone, Status: 0x188, ID: 0xdeadbeef, HasID: true}
 			if e != want {
 				t.Fatalf("decoded\n%+v\nwant\n%+v", e, want)
 			}

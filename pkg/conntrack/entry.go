@@ -12,6 +12,8 @@ type Entry struct {
 	OrigDst  netip.AddrPort
 	ReplySrc netip.AddrPort
 	Zone     uint16
+	// Status is the entry's IPS_* bits (CTA_STATUS).
+	Status uint32
 	// ID is the kernel's id of the entry; a delete that carries it cannot remove a
 	// newer entry with the same tuple.
 	ID    uint32

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,100 @@ func createEntry(t testing.TB, c *Cleaner, proto uint8, src, dst, replySrc netip
 	}
 	if err := c.h.ConntrackCreate(netlink.ConntrackTable, family, f); err != nil {
 		t.Fatalf("create %d %s -> %s: %v", proto, src, dst, err)
+	}
+}
+
+// TestKernelUnansweredSYN: a SYN translated to an endpoint that swallows it leaves
+// an unanswered entry that catches a later connection from the same source port
+// even after the rules moved on; ReconcileUnanswered deletes it (and nothing that
+// was answered, nor what goes to an address resolve does not know), after which
+// that port connects.
+func TestKernelUnansweredSYN(t *testing.T) {
+	k := newKworld(t)
+	svc := netip.MustParseAddrPort("10.96.0.20:80")
+	web1, web2 := netip.AddrPortFrom(pod1.Addr(), 80), netip.AddrPortFrom(pod2.Addr(), 80)
+	k.w.Pods["pod2"].MustRun(t, "nft", "add table ip f; add chain ip f in { type filter hook input priority 0; }; add rule ip f in tcp dport 80 drop")
+	rules := func(to netip.AddrPort) {
+		t.Helper()
+		rs := fmt.Sprintf("table ip svcproxy {}\ndelete table ip svcproxy\ntable ip svcproxy {\n chain pre {\n  type nat hook prerouting priority dstnat; policy accept;\n  ip daddr %s tcp dport %d dnat to %s\n }\n}\n", svc.Addr(), svc.Port(), to)
+		cmd := k.w.Node.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rs)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nft -f: %v: %s", err, out)
+		}
+	}
+	dial := func(sport int, dst netip.AddrPort) error {
+		c, err := k.client.DialFrom("tcp", fmt.Sprintf(":%d", sport), dst.String(), 300*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+
+	rules(web1)
+	kept, err := k.client.DialFrom("tcp", ":40082", svc.String(), time.Second) // answered, stays open
+	if err != nil {
+		t.Fatalf("connection through the Service to pod1: %v", err)
+	}
+	defer kept.Close()
+	rules(web2)
+	if err := dial(40080, svc); err == nil {
+		t.Fatal("pod2 answered a SYN it drops")
+	}
+	if err := dial(40081, web2); err == nil { // unanswered, not to a Service
+		t.Fatal("pod2 answered a SYN it drops")
+	}
+	rules(web1)
+	if err := dial(40080, svc); err == nil {
+		t.Fatal("the new rules placed a SYN that had an unanswered entry: the trap this test is about did not happen")
+	}
+
+	// The kernel filters the dump by status where it can (Linux 6.1+): then the
+	// answered connection does not even cross netlink.
+	answered := 0
+	if _, err := k.c.scan(unix.AF_INET, unix.IPPROTO_TCP, true, func(e Entry) {
+		if e.Status&ipsSeenReply != 0 {
+			answered++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("answered entries in the unanswered dump: %d (0: the kernel filtered by status)", answered)
+
+	var asked []Service
+	n, err := k.c.ReconcileUnanswered(unix.AF_INET, func(keys []Service) Serving {
+		asked = append(asked, keys...)
+		// Neither pod1 nor pod2: the answered connection to pod1 must stay anyway.
+		return Serving{{Proto: unix.IPPROTO_TCP, Addr: svc.Addr(), Port: svc.Port()}: {netip.MustParseAddrPort("10.244.1.4:80")}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("deleted %d entries, want 1 (the SYN towards pod2 through the Service)", n)
+	}
+	if !slices.Contains(asked, Service{Proto: unix.IPPROTO_TCP, Addr: svc.Addr(), Port: svc.Port()}) {
+		t.Errorf("resolve asked about %v, not the Service", asked)
+	}
+	left, _, err := k.c.list(unix.AF_INET, unix.IPPROTO_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answeredKept, otherKept bool
+	for _, e := range left {
+		switch {
+		case e.OrigSrc.Port() == 40082 && e.ReplySrc == web1:
+			answeredKept = e.Status&ipsSeenReply != 0
+		case e.OrigSrc.Port() == 40081 && e.OrigDst == web2:
+			otherKept = true
+		case e.OrigSrc.Port() == 40080 && e.ReplySrc == web2:
+			t.Errorf("the unanswered entry through the Service is still there: %+v", e)
+		}
+	}
+	if !answeredKept || !otherKept {
+		t.Errorf("answered connection kept: %v; unanswered SYN to a non-Service address kept: %v; entries %+v", answeredKept, otherKept, left)
+	}
+	if err := dial(40080, svc); err != nil {
+		t.Fatalf("port 40080 after the reconcile: %v", err)
 	}
 }

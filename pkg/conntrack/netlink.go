@@ -21,18 +21,18 @@ const ioTimeout = 30 * time.Second
 
 // list returns the entries of one address family and protocol (see scan).
 func (c *Cleaner) list(family, proto uint8) (entries []Entry, skipped int, err error) {
-	skipped, err = c.scan(family, proto, func(e Entry) { entries = append(entries, e) })
+	skipped, err = c.scan(family, proto, false, func(e Entry) { entries = append(entries, e) })
 	return entries, skipped, err
 }
 
 // scan dumps the entries of one address family and protocol (on kernels older than
-// 5.8, of every protocol) and hands each to fn as it arrives, so that memory does
+// 5.8, of every protocol; with unanswered, those without a reply, see dumpRequest) and hands each to fn as it arrives, so that memory does
 // not grow with the table. Entries that do not decode are skipped (counted in
 // skipped): what cannot be understood is not deleted. A dump that the kernel marks
 // interrupted (the table changed under it) may miss or repeat entries; the next
 // reconcile sees them.
-func (c *Cleaner) scan(family, proto uint8, fn func(Entry)) (skipped int, err error) {
-	req, err := dumpRequest(family, proto)
+func (c *Cleaner) scan(family, proto uint8, unanswered bool, fn func(Entry)) (skipped int, err error) {
+	req, err := dumpRequest(family, proto, unanswered)
 	if err != nil {
 		return 0, err
 	}

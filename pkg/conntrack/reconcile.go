@@ -36,7 +36,7 @@ func (c *Cleaner) Reconcile(serving Serving) (uint, error) {
 
 func (c *Cleaner) reconcileDump(ix index, d dump) (uint, error) {
 	var stale []Entry
-	if _, err := c.scan(d.family, d.proto, func(e Entry) {
+	if _, err := c.scan(d.family, d.proto, false, func(e Entry) {
 		if ix.toDelete(e) {
 			stale = append(stale, e)
 		}
@@ -88,4 +88,55 @@ func (ix index) dumps() []dump {
 // toDelete reports whether e is a stale UDP or SCTP entry.
 func (ix index) toDelete(e Entry) bool {
 	return reconciled(e.Proto) && ix.stale(e)
+}
+
+// ReconcileUnanswered deletes the TCP entries of one address family that never saw
+// a reply and go to a Service address without being translated to one of its
+// endpoints: a SYN sent before the rules existed (untranslated), or translated to
+// an endpoint that has gone since. Every retransmission of that SYN follows its
+// entry, so the connect times out although the Service works; and since a client's
+// ephemeral ports come round, a later connection can get the same source port and
+// meet the same entry for as long as it lives (120 s, renewed by each SYN). Deleted,
+// the next SYN is a new connection that the rules place. Entries that saw a reply
+// are connections that happened, and are never touched.
+//
+// resolve returns the endpoints of the Service addresses asked about; an address it
+// leaves out is not a Service's and its entries stay. It is asked only when some
+// unanswered entry exists, for those entries' destinations alone, so that nothing
+// the size of every TCP Service is built for a table that has no such entries.
+func (c *Cleaner) ReconcileUnanswered(family uint8, resolve func([]Service) Serving) (uint, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var unanswered []Entry
+	if _, err := c.scan(family, unix.IPPROTO_TCP, true, func(e Entry) {
+		if e.Proto == unix.IPPROTO_TCP && e.Status&ipsSeenReply == 0 {
+			unanswered = append(unanswered, e)
+		}
+	}); err != nil {
+		return 0, fmt.Errorf("reconcile unanswered TCP entries (family %d): %w", family, err)
+	}
+	if len(unanswered) == 0 {
+		return 0, nil
+	}
+	seen := map[Service]bool{}
+	var keys []Service
+	for _, e := range unanswered {
+		k := Service{Proto: e.Proto, Addr: e.OrigDst.Addr().Unmap(), Port: e.OrigDst.Port()}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	ix := newIndex(resolve(keys))
+	stale := unanswered[:0]
+	for _, e := range unanswered {
+		if ix.stale(e) {
+			stale = append(stale, e)
+		}
+	}
+	n, err := c.delete(stale)
+	if err != nil {
+		return n, fmt.Errorf("reconcile unanswered TCP entries (family %d): %w", family, err)
+	}
+	return n, nil
 }

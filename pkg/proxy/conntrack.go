@@ -16,6 +16,10 @@ import (
 // or modify serving: the Proxy updates it in place between calls.
 type ConntrackReconciler interface {
 	Reconcile(serving conntrack.Serving) (deleted uint, err error)
+	// ReconcileUnanswered deletes the TCP entries of family (AF_INET, AF_INET6)
+	// that never saw a reply and go to a Service address resolve knows without
+	// being translated to one of its endpoints (conntrack.Cleaner).
+	ReconcileUnanswered(family uint8, resolve func([]conntrack.Service) conntrack.Serving) (deleted uint, err error)
 }
 
 // servingTable is, for every UDP and SCTP Service port the kernel's rules serve, the
@@ -120,12 +124,7 @@ func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName]
 		if !ok || proto == nft.ProtoTCP || !sp.ClusterIP.IsValid() || sp.Port == 0 {
 			continue
 		}
-		var to []netip.AddrPort
-		for _, e := range programmable(eps[sp.Name], sp.ClusterIP) {
-			if e.Ready || e.Serving {
-				to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
-			}
-		}
+		to := servingEndpoints(sp, eps)
 		if out == nil {
 			out = conntrack.Serving{}
 		}
@@ -142,6 +141,17 @@ func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName]
 		}
 	}
 	return out
+}
+
+// servingEndpoints are the endpoints of sp whose flows may go on: serving ones.
+func servingEndpoints(sp endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) []netip.AddrPort {
+	var to []netip.AddrPort
+	for _, e := range programmable(eps[sp.Name], sp.ClusterIP) {
+		if e.Ready || e.Serving {
+			to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
+		}
+	}
+	return to
 }
 
 // anyNodeAddress stands, in a servingTable key, for each address NodePorts are

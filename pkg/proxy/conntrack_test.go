@@ -18,6 +18,37 @@ type fakeConntrack struct {
 	entries map[conntrack.Service][]netip.AddrPort
 	calls   int
 	last    conntrack.Serving
+	// unanswered are TCP SYN entries nobody answered: Service address -> reply
+	// sources; families the unanswered reconciles were asked for.
+	unanswered map[conntrack.Service][]netip.AddrPort
+	families   []uint8
+}
+
+func (f *fakeConntrack) ReconcileUnanswered(family uint8, resolve func([]conntrack.Service) conntrack.Serving) (uint, error) {
+	f.families = append(f.families, family)
+	if len(f.unanswered) == 0 {
+		return 0, nil
+	}
+	var keys []conntrack.Service
+	for k := range f.unanswered {
+		keys = append(keys, k)
+	}
+	serving := resolve(keys)
+	var deleted uint
+	for k, eps := range f.unanswered {
+		allowed, ok := serving[k]
+		if !ok {
+			continue
+		}
+		f.unanswered[k] = slices.DeleteFunc(eps, func(e netip.AddrPort) bool {
+			gone := !slices.Contains(allowed, e)
+			if gone {
+				deleted++
+			}
+			return gone
+		})
+	}
+	return deleted, nil
 }
 
 func (f *fakeConntrack) Reconcile(serving conntrack.Serving) (uint, error) {

@@ -162,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConflictingServices: plainGauge("svcproxy_conflicting_services",
 			"Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event)"),
 		ConntrackDeleted: plainCounter("svcproxy_conntrack_entries_deleted_total",
-			"UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address"),
+			"UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address, and TCP entries of unanswered SYNs that went to a Service address untranslated or to such an endpoint"),
 		RefusedChanges: plainCounter("svcproxy_sync_refused_owner_changes_total",
 			"Changes of one Service (or of the table skeleton) that the kernel refused even when applied alone"),
 		RefusedServices: plainGauge("svcproxy_refused_services",

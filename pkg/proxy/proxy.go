@@ -82,7 +82,10 @@ type Proxy struct {
 	verifiedGen uint32
 	verified    bool
 	nextRead    time.Time // earliest time for the next drift-check read
-	commits     uint32    // our commits during the current Sync
+	// nextUnanswered is the earliest time for the next dump of unanswered TCP
+	// entries (reconcileUnanswered).
+	nextUnanswered time.Time
+	commits        uint32 // our commits during the current Sync
 }
 
 // New returns a Proxy; Run starts it.

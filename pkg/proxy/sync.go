@@ -85,6 +85,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	p.noteGeneration(ctx, gen0, genErr, read)
 	unlock()
 	p.reconcileConntrack(full)
+	p.reconcileUnanswered(snap, full || objects > 0)
 	releaseMemory(objects)
 	p.recordSync(start, full, len(changed), objects, syncErr == nil)
 	return syncErr
