@@ -22,10 +22,14 @@ type fakeConntrack struct {
 	// sources; families the unanswered reconciles were asked for.
 	unanswered map[conntrack.Service][]netip.AddrPort
 	families   []uint8
+	took       func() // called in each unanswered pass: a test's clock steps
 }
 
 func (f *fakeConntrack) ReconcileUnanswered(family uint8, resolve func([]conntrack.Service) conntrack.Serving) (uint, error) {
 	f.families = append(f.families, family)
+	if f.took != nil {
+		f.took()
+	}
 	if len(f.unanswered) == 0 {
 		return 0, nil
 	}

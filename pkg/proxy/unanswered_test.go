@@ -4,8 +4,10 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -27,7 +29,8 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 	udpPort := conntrack.Service{Proto: nft.ProtoTCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53} // the Service's port 53 is UDP
 	ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}, unanswered: map[conntrack.Service][]netip.AddrPort{}}
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	p := New(Config{Tracker: tr, Kernel: nft.NewFake(), Conntrack: ct})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := New(Config{Tracker: tr, Kernel: nft.NewFake(), Conntrack: ct, Clock: clk})
 	tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort, dnsPort))
 	tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1"), readyEP("pod2")))
 	if err := p.Sync(t.Context()); err != nil {
@@ -69,5 +72,29 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 	}
 	if got, want := ct.unanswered[web], []netip.AddrPort{pod("pod1", 80)}; !slices.Equal(got, want) {
 		t.Errorf("after a resync, unanswered entries towards %v: %v, want %v", web, got, want)
+	}
+
+	// A pass that took 10 ms: the next waits 100 ms.
+	ct.took = func() { clk.Step(10 * time.Millisecond) }
+	p.RequestResync()
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n := len(ct.families)
+	clk.Step(50 * time.Millisecond)
+	p.RequestResync()
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ct.families) != n {
+		t.Errorf("a pass 50 ms after one that took 10 ms: want it deferred")
+	}
+	clk.Step(60 * time.Millisecond)
+	p.RequestResync()
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ct.families) != n+1 {
+		t.Errorf("a pass 110 ms after one that took 10 ms: want it run")
 	}
 }
