@@ -37,14 +37,20 @@ func (f *fakeConntrack) ReconcileUnanswered(family uint8, resolve func([]conntra
 	for k := range f.unanswered {
 		keys = append(keys, k)
 	}
-	serving := resolve(keys)
+	return deleteStale(f.unanswered, resolve(keys)), nil
+}
+
+// deleteStale deletes from entries (Service address -> reply sources) those of an
+// address serving knows whose reply source it does not list, as the real
+// reconciler does, and returns how many.
+func deleteStale(entries map[conntrack.Service][]netip.AddrPort, serving conntrack.Serving) uint {
 	var deleted uint
-	for k, eps := range f.unanswered {
+	for k, eps := range entries {
 		allowed, ok := serving[k]
 		if !ok {
 			continue
 		}
-		f.unanswered[k] = slices.DeleteFunc(eps, func(e netip.AddrPort) bool {
+		entries[k] = slices.DeleteFunc(eps, func(e netip.AddrPort) bool {
 			gone := !slices.Contains(allowed, e)
 			if gone {
 				deleted++
@@ -52,7 +58,7 @@ func (f *fakeConntrack) ReconcileUnanswered(family uint8, resolve func([]conntra
 			return gone
 		})
 	}
-	return deleted, nil
+	return deleted
 }
 
 func (f *fakeConntrack) Reconcile(serving conntrack.Serving) (uint, error) {
@@ -61,21 +67,7 @@ func (f *fakeConntrack) Reconcile(serving conntrack.Serving) (uint, error) {
 	for k, v := range serving {
 		f.last[k] = slices.Clone(v)
 	}
-	var deleted uint
-	for k, eps := range f.entries {
-		allowed, ok := serving[k]
-		if !ok {
-			continue
-		}
-		f.entries[k] = slices.DeleteFunc(eps, func(e netip.AddrPort) bool {
-			gone := !slices.Contains(allowed, e)
-			if gone {
-				deleted++
-			}
-			return gone
-		})
-	}
-	return deleted, nil
+	return deleteStale(f.entries, serving), nil
 }
 
 var (
