@@ -120,27 +120,41 @@ func (p *Proxy) reconcileConntrack(full bool) {
 func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) conntrack.Serving {
 	var out conntrack.Serving
 	for _, sp := range ports {
-		proto, ok := protoNumbers[sp.Name.Protocol]
-		if !ok || proto == nft.ProtoTCP || !sp.ClusterIP.IsValid() || sp.Port == 0 {
+		keys := serviceAddresses(sp)
+		if len(keys) == 0 || keys[0].Proto == nft.ProtoTCP {
 			continue
 		}
 		to := servingEndpoints(sp, eps)
 		if out == nil {
 			out = conntrack.Serving{}
 		}
-		out[conntrack.Service{Proto: proto, Addr: sp.ClusterIP, Port: sp.Port}] = to
-		// External paths lead to the same endpoints. A flow that reached one of them
-		// untranslated (sent while the port had no endpoints, or before svcproxy ran:
-		// kubernetes #139628) must go once the port has endpoints, or a client that
-		// keeps its source port stays black-holed for as long as it keeps sending.
-		for _, a := range append(sp.ExternalIPs.Addrs(), sp.LoadBalancerIPs.Addrs()...) {
-			out[conntrack.Service{Proto: proto, Addr: a, Port: sp.Port}] = to
-		}
-		if sp.NodePort != 0 {
-			out[conntrack.Service{Proto: proto, Addr: anyNodeAddress, Port: sp.NodePort}] = to
+		for _, k := range keys {
+			out[k] = to
 		}
 	}
 	return out
+}
+
+// serviceAddresses are the addresses clients reach sp on, as conntrack keys: its
+// ClusterIP first, its external and load balancer IPs, and its NodePort under
+// anyNodeAddress. External paths lead to the same endpoints: a flow that reached
+// one of them untranslated (sent while the port had no endpoints, or before
+// svcproxy ran: kubernetes #139628) must go once the port has endpoints, or a
+// client that keeps its source port stays black-holed for as long as it keeps
+// sending. None for a port svcproxy does not program.
+func serviceAddresses(sp endpoints.ServicePort) []conntrack.Service {
+	proto, ok := protoNumbers[sp.Name.Protocol]
+	if !ok || !sp.ClusterIP.IsValid() || sp.Port == 0 {
+		return nil
+	}
+	keys := []conntrack.Service{{Proto: proto, Addr: sp.ClusterIP, Port: sp.Port}}
+	for _, a := range append(sp.ExternalIPs.Addrs(), sp.LoadBalancerIPs.Addrs()...) {
+		keys = append(keys, conntrack.Service{Proto: proto, Addr: a, Port: sp.Port})
+	}
+	if sp.NodePort != 0 {
+		keys = append(keys, conntrack.Service{Proto: proto, Addr: anyNodeAddress, Port: sp.NodePort})
+	}
+	return keys
 }
 
 // servingEndpoints are the endpoints of sp whose flows may go on: serving ones.
@@ -172,11 +186,7 @@ func (p *Proxy) withNodeAddresses(serving conntrack.Serving) conntrack.Serving {
 	if len(nodePorts) == 0 {
 		return serving
 	}
-	na := p.nodeAddresses()
-	addrs := na.Addrs
-	if servesLocalhost(p.cfg.Options, na) {
-		addrs = append(slices.Clone(addrs), netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-	}
+	addrs := p.nodePortAddresses()
 	out := make(conntrack.Serving, len(serving)+len(nodePorts)*len(addrs))
 	for k, v := range serving {
 		if k.Addr != anyNodeAddress {
@@ -191,4 +201,14 @@ func (p *Proxy) withNodeAddresses(serving conntrack.Serving) conntrack.Serving {
 		}
 	}
 	return out
+}
+
+// nodePortAddresses are the addresses NodePorts are served on: the node's NodePort
+// addresses, and 127.0.0.1 with localhost NodePorts.
+func (p *Proxy) nodePortAddresses() []netip.Addr {
+	na := p.nodeAddresses()
+	if servesLocalhost(p.cfg.Options, na) {
+		return append(slices.Clone(na.Addrs), netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	}
+	return na.Addrs
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/netip"
-	"slices"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -53,35 +52,28 @@ func (p *Proxy) reconcileUnanswered(snap endpoints.Snapshot, run bool) {
 
 // tcpServing is servingOf for the TCP Service addresses among keys (ClusterIPs,
 // external and load balancer IPs, NodePorts on the node's NodePort addresses): one
-// pass over the Services, made only when unanswered entries exist.
+// pass over the Services, made only when unanswered entries exist, keeping only
+// the addresses asked about.
 func (p *Proxy) tcpServing(snap endpoints.Snapshot, keys []conntrack.Service) conntrack.Serving {
 	want := make(map[conntrack.Service]bool, len(keys))
 	for _, k := range keys {
 		want[k] = true
 	}
-	na := p.nodeAddresses()
-	nodeAddrs := na.Addrs
-	if servesLocalhost(p.cfg.Options, na) {
-		nodeAddrs = append(slices.Clone(nodeAddrs), netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-	}
+	nodeAddrs := p.nodePortAddresses()
 	out := conntrack.Serving{}
-	add := func(sp endpoints.ServicePort, a netip.Addr, port uint16) {
-		k := conntrack.Service{Proto: nft.ProtoTCP, Addr: a, Port: port}
-		if a.IsValid() && port != 0 && want[k] {
-			out[k] = servingEndpoints(sp, snap.Endpoints)
-		}
-	}
 	for _, sp := range snap.Services {
-		if sp.Name.Protocol != "TCP" {
-			continue
-		}
-		add(sp, sp.ClusterIP, sp.Port)
-		for _, a := range append(sp.ExternalIPs.Addrs(), sp.LoadBalancerIPs.Addrs()...) {
-			add(sp, a, sp.Port)
-		}
-		if sp.NodePort != 0 {
-			for _, a := range nodeAddrs {
-				add(sp, a, sp.NodePort)
+		for _, k := range serviceAddresses(sp) {
+			if k.Proto != nft.ProtoTCP {
+				break // one protocol per port
+			}
+			addrs := []netip.Addr{k.Addr}
+			if k.Addr == anyNodeAddress {
+				addrs = nodeAddrs
+			}
+			for _, a := range addrs {
+				if k.Addr = a; want[k] {
+					out[k] = servingEndpoints(sp, snap.Endpoints)
+				}
 			}
 		}
 	}
