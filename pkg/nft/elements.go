@@ -75,6 +75,7 @@ func (r *Ruleset) putHolder(ref ownerRef, id string, e Element) elementEntry {
 	switch {
 	case !ok:
 		entry = elementEntry{owner: ref, value: r.valueOf(e)}
+		r.takeHash(id, &entry)
 		r.elements[id] = entry
 		r.countElement(e.Set, 1)
 		r.markElem(owner, id)
@@ -114,6 +115,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 		return
 	}
 	if len(more) == 0 {
+		r.leaveHash(id, entry)
 		delete(r.elements, id)
 		r.countElement(setOfID(id), -1)
 		r.markElem(owner, id)

@@ -36,6 +36,9 @@ type Ruleset struct {
 	// thousands.
 	contested map[string][]holder
 
+	// view is the view whose element hashes live in the entries (bind.go).
+	view *View
+
 	// OnConflict, if set, is told about each conflict SetFragment returns. Within a
 	// batch of SetFragment calls a conflict may be transient (a Service handing a
 	// key over to another); Conflicts tells what remains.
@@ -53,7 +56,11 @@ type Ruleset struct {
 // allocated apart cost 64 bytes and a pointer more each.
 type elementEntry struct {
 	owner ownerRef // the lowest owner, whose value is in effect
-	value elementValue
+	// inKernel and kernel are the bound view's record (bind.go): the kernel holds
+	// this ID, with this value hash. inKernel sits in what was padding.
+	inKernel bool
+	kernel   uint64
+	value    elementValue
 }
 
 // holder is one owner's version of an element.

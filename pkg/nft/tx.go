@@ -87,7 +87,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		}
 		for k := range d.elems {
 			elemOwner[k] = owner
-			if _, exists := v.Elements[k]; !exists {
+			if _, exists := v.hash(k); !exists {
 				newElems++
 			}
 		}
@@ -118,7 +118,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		if wanted {
 			want = desired.elementOf(id, entry)
 		}
-		curHash, exists := v.Elements[id]
+		curHash, exists := v.hash(id)
 		same := exists && wanted && curHash == valueHash(want)
 		if same || (!exists && !wanted) {
 			continue

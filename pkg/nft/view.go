@@ -16,8 +16,11 @@ type View struct {
 	Sets       map[string]*Set
 	Chains     map[string]ChainView
 	// Elements maps Element.ID to valueHash: what a diff needs, at a fraction of the
-	// memory of the elements themselves (there can be hundreds of thousands).
+	// memory of the elements themselves (there can be hundreds of thousands). In a
+	// view bound to a ruleset (bind.go), only the IDs the ruleset does not hold.
 	Elements map[string]uint64
+
+	bound *Ruleset
 }
 
 // ChainView is a chain as the kernel holds it.
@@ -60,7 +63,7 @@ func (v *View) Commit(tx *Tx) {
 		v.Sets[s.Name] = s
 	}
 	for _, e := range tx.DelElements {
-		delete(v.Elements, e.ID())
+		v.deleteHash(e.ID())
 	}
 	for _, c := range tx.DelChains {
 		delete(v.Chains, c)
@@ -75,7 +78,7 @@ func (v *View) Commit(tx *Tx) {
 		} else {
 			id = e.ID()
 		}
-		v.Elements[id] = valueHash(e)
+		v.setHash(id, valueHash(e))
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)
@@ -84,6 +87,13 @@ func (v *View) Commit(tx *Tx) {
 		for id := range v.Elements {
 			if strings.HasPrefix(id, s+"\x00") {
 				delete(v.Elements, id)
+			}
+		}
+		if v.bound != nil {
+			for id, e := range v.bound.elements {
+				if e.inKernel && strings.HasPrefix(id, s+"\x00") {
+					v.deleteHash(id)
+				}
 			}
 		}
 	}

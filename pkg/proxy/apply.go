@@ -40,6 +40,7 @@ func (p *Proxy) recreate(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("recreate table %s: %w", TableName, err)
 	}
 	p.view = nft.NewView()
+	p.desired.Bind(p.view)
 	p.view.Commit(tx)
 	p.commits++
 	return tx.Size(), nil

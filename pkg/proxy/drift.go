@@ -28,6 +28,7 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
 	p.view = v
+	p.desired.Bind(v)
 	p.desired.MarkAllDirty(v)
 	took := p.cfg.Clock.Since(readStart)
 	p.nextRead = readStart.Add(10 * took)

@@ -1,0 +1,107 @@
+package nft
+
+// A view bound to a ruleset (Ruleset.Bind) keeps what the kernel holds of the
+// elements the ruleset also holds in the ruleset's own entries, not in a map of its
+// own: at 30k Services x 10 endpoints the view's map of 660k IDs was 29 MiB, the
+// entries' extra hash 6 MiB. View.Elements then holds only the IDs no owner holds
+// (stale ones, and those an owner dropped until the deletion is committed).
+
+// Bind makes v the view whose element hashes live in r's entries. The view bound
+// before gets its hashes back, so it stays a complete view of what it saw.
+func (r *Ruleset) Bind(v *View) {
+	if r.view == v {
+		return
+	}
+	if old := r.view; old != nil {
+		for id, e := range r.elements {
+			if e.inKernel {
+				old.Elements[id] = e.kernel
+				e.inKernel, e.kernel = false, 0
+				r.elements[id] = e
+			}
+		}
+		old.bound = nil
+	}
+	r.view = v
+	if v == nil {
+		return
+	}
+	v.bound = r
+	// A new map, not deletions from the old one: a Go map never shrinks, and the
+	// point is to free what the view's map took.
+	rest := map[string]uint64{}
+	for id, h := range v.Elements {
+		if e, held := r.elements[id]; held {
+			e.inKernel, e.kernel = true, h
+			r.elements[id] = e
+			continue
+		}
+		rest[id] = h
+	}
+	v.Elements = rest
+}
+
+// hash returns the value hash of the element the kernel holds under id.
+func (v *View) hash(id string) (uint64, bool) {
+	if v.bound != nil {
+		if e, held := v.bound.elements[id]; held {
+			return e.kernel, e.inKernel
+		}
+	}
+	h, ok := v.Elements[id]
+	return h, ok
+}
+
+// setHash records that the kernel holds id with value hash h.
+func (v *View) setHash(id string, h uint64) {
+	if v.bound != nil {
+		if e, held := v.bound.elements[id]; held {
+			e.inKernel, e.kernel = true, h
+			v.bound.elements[id] = e
+			return
+		}
+	}
+	v.Elements[id] = h
+}
+
+// deleteHash records that the kernel no longer holds id.
+func (v *View) deleteHash(id string) {
+	if v.bound != nil {
+		if e, held := v.bound.elements[id]; held && e.inKernel {
+			e.inKernel, e.kernel = false, 0
+			v.bound.elements[id] = e
+		}
+	}
+	delete(v.Elements, id)
+}
+
+// ElementCount is the number of elements the view records the kernel holding.
+func (v *View) ElementCount() int {
+	n := len(v.Elements)
+	if v.bound != nil {
+		for _, e := range v.bound.elements {
+			if e.inKernel {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// takeHash moves the kernel's hash of id from the bound view's map into a new entry.
+func (r *Ruleset) takeHash(id string, e *elementEntry) {
+	if r.view == nil {
+		return
+	}
+	if h, ok := r.view.Elements[id]; ok {
+		e.inKernel, e.kernel = true, h
+		delete(r.view.Elements, id)
+	}
+}
+
+// leaveHash hands the kernel's hash of an entry being deleted to the bound view.
+func (r *Ruleset) leaveHash(id string, e elementEntry) {
+	if r.view != nil && e.inKernel {
+		r.view.Elements[id] = e.kernel
+	}
+}
