@@ -18,20 +18,17 @@ func (c ElementConflict) String() string {
 		joinData(c.Kept.Key), c.Kept.Set, c.Winner, c.Kept.String(), c.Loser, c.Dropped.String())
 }
 
-// setElements replaces owner's elements (IDs old) with elems and returns the new IDs
-// and the conflicts elems take part in. An ID owner no longer adds goes to the next
-// owner that does, or out of the table.
-func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]string, []ElementConflict) {
+// setElements replaces owner's elements (those of the arena old) with elems and
+// returns the owner's new arena and the conflicts elems take part in. An ID owner no
+// longer adds goes to the next owner that does, or out of the table.
+func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (elementArena, []ElementConflict) {
 	var conflicts []ElementConflict
+	arena, spans := newArena(elems)
 	// An owner holds an ID once: the first of its versions.
 	first := make(map[string]int, len(elems))
-	// ids is sized once: grown by appending, it and a copy of elems were a tenth of
-	// what a cold sync allocated (the GC's work grows with it). elems itself serves
-	// as the unique list until a duplicate shows up, which is rare.
-	ids := make([]string, 0, len(elems))
 	uniq := elems
 	for k, e := range elems {
-		id := e.ID()
+		id := spans[k].id
 		if i, dup := first[id]; dup {
 			if !elementsEqual(uniq[i], e) {
 				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i], Dropped: e})
@@ -41,46 +38,48 @@ func (r *Ruleset) setElements(owner string, old []string, elems []Element) ([]st
 			}
 			continue
 		}
-		first[id] = len(ids)
+		first[id] = len(first)
 		if len(uniq) < len(elems) {
 			uniq = append(uniq, e)
 		}
-		ids = append(ids, id)
+	}
+	if len(uniq) < len(elems) {
+		// Rare (a renderer's bug, reported above): the arena holds each ID once.
+		arena, spans = newArena(uniq)
 	}
 	ref := r.ownerRef(owner)
-	// The IDs the owner keeps are the strings the ruleset already holds (the
-	// elements map's keys), not a new copy per render.
-	for _, id := range old {
-		if i, kept := first[id]; kept {
-			ids[i] = id
-		} else {
+	for id := range old.ids() {
+		if _, kept := first[id]; !kept {
 			r.dropHolder(ref, id)
 		}
 	}
 	for i, e := range uniq {
-		entry := r.putHolder(ref, ids[i], e)
-		conflicts = append(conflicts, r.entryConflicts(ids[i], entry, owner, r.contested[ids[i]])...)
+		entry := r.putHolder(ref, spans[i], e)
+		conflicts = append(conflicts, r.entryConflicts(spans[i].id, entry, owner, r.contested[spans[i].id])...)
 	}
-	if len(ids) == 0 {
+	if len(uniq) == 0 {
 		r.releaseOwnerRef(owner) // no entry names it any more
 	}
-	return ids, conflicts
+	return arena, conflicts
 }
 
-// putHolder sets the version of e (whose ID is id) of the owner ref and marks the
-// element changed if the value in effect changed. It returns the entry now in effect.
-func (r *Ruleset) putHolder(ref ownerRef, id string, e Element) elementEntry {
-	owner := r.ownerNames[ref]
+// putHolder sets the version of e (whose ID and data are at, in the owner's arena)
+// of the owner ref and marks the element changed if the value in effect changed. It
+// returns the entry now in effect. An entry whose value is the owner's is stored
+// under at.id, the new arena's string (a Go map replaces a string key on
+// assignment), so no entry keeps the owner's previous arena alive.
+func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element) elementEntry {
+	owner, id := r.ownerNames[ref], at.id
 	entry, ok := r.elements[id]
 	switch {
 	case !ok:
-		entry = elementEntry{owner: ref, value: r.valueOf(e)}
+		entry = elementEntry{owner: ref, value: r.valueWith(e, at.data)}
 		r.takeHash(id, &entry)
 		r.elements[id] = entry
 		r.countElement(e.Set, 1)
 		r.markElem(owner, id)
 	case entry.owner == ref:
-		v := r.valueOf(e)
+		v := r.valueWith(e, at.data)
 		if !entry.value.equal(v) {
 			r.markElem(owner, id)
 		}
@@ -88,7 +87,7 @@ func (r *Ruleset) putHolder(ref ownerRef, id string, e Element) elementEntry {
 		r.elements[id] = entry
 	case owner < r.ownerNames[entry.owner]:
 		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
-		entry.owner, entry.value = ref, r.valueOf(e)
+		entry.owner, entry.value = ref, r.valueWith(e, at.data)
 		r.elements[id] = entry
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
@@ -123,7 +122,8 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	}
 	prev := entry.value
 	entry.owner, entry.value = r.ownerRef(more[0].owner), r.valueOf(more[0].Element)
-	r.elements[id] = entry
+	// A key of its own: id is in the arena of the owner that let go of it.
+	r.elements[strings.Clone(id)] = entry
 	r.setContested(id, more[1:])
 	if !prev.equal(entry.value) {
 		// Both owners' transactions carry the swap, so that it lands with either.

@@ -23,8 +23,12 @@ type rareValue struct {
 	whole     *Element // an element of a set the ruleset does not declare, kept as given
 }
 
-func (r *Ruleset) valueOf(e Element) elementValue {
-	v := elementValue{data: concatString(e.Data)}
+func (r *Ruleset) valueOf(e Element) elementValue { return r.valueWith(e, concatString(e.Data)) }
+
+// valueWith is valueOf for an element whose data bytes are already made (in its
+// owner's arena).
+func (r *Ruleset) valueWith(e Element, data string) elementValue {
+	v := elementValue{data: data}
 	if _, declared := r.Sets[e.Set]; !declared {
 		v.rare = &rareValue{whole: &e, comment: e.Comment}
 		if e.Verdict != nil {

@@ -70,10 +70,10 @@ type holder struct {
 }
 
 // owned is what an owner contributed, as the ruleset keeps it: the chains, and the
-// IDs of its elements (the elements themselves live once, in Ruleset.elements).
+// arena of its elements' IDs and data (the entries live once, in Ruleset.elements).
 type owned struct {
 	chains, shared []*Chain
-	elements       []string
+	elements       elementArena
 }
 
 type dirtyKeys struct {
@@ -148,7 +148,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 			r.markChain(owner, c.Name)
 		}
 	}
-	ids, conflicts := r.setElements(owner, old.elements, f.Elements)
+	arena, conflicts := r.setElements(owner, old.elements, f.Elements)
 	if r.OnConflict != nil {
 		for _, c := range conflicts {
 			r.OnConflict(c)
@@ -157,7 +157,7 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 	if len(f.Chains) == 0 && len(f.Shared) == 0 && len(f.Elements) == 0 {
 		delete(r.owners, owner)
 	} else {
-		r.owners[owner] = owned{chains: f.Chains, shared: f.Shared, elements: ids}
+		r.owners[owner] = owned{chains: f.Chains, shared: f.Shared, elements: arena}
 	}
 	return conflicts
 }
@@ -234,7 +234,7 @@ func (r *Ruleset) MarkAllDirty(v *View) {
 				owned[c.Name] = true
 			}
 		}
-		for _, id := range f.elements {
+		for id := range f.elements.ids() {
 			r.markElem(owner, id)
 		}
 	}
