@@ -81,10 +81,23 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServiceP
 		}
 		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}})
 		for _, e := range usable {
-			f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+			if hairpinHere(e, o.place()) {
+				f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+			}
 		}
 	}
 	return f
+}
+
+// hairpinHere reports whether e may be a pod of this node. Only such a pod can send
+// a packet that this node's rules translate back to its sender: a pod elsewhere is
+// translated by its own node's proxy, and external paths to it masquerade anyway
+// (renderExternal adds local endpoints alone, as here). So the hairpin set holds
+// this node's share of the endpoints, not every endpoint of the cluster (300k
+// elements at 30k Services x 10, most of the table). An endpoint without a node, or
+// a proxy not told its node, may be here.
+func hairpinHere(e endpoints.Endpoint, here endpoints.Place) bool {
+	return e.NodeName == "" || here.Node == "" || e.NodeName == here.Node
 }
 
 // loadBalanceChain is the chain shared by every port with n endpoints whose

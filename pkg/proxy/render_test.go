@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,51 @@ func swept(entries []nft.Element, live stickyPorts) nft.Affinity {
 		}
 	}
 	return a
+}
+
+// TestHairpinOnlyForThisNodesEndpoints: the hairpin set holds the endpoints that may
+// be pods of this node (here, or of no known node), so it grows with the node's
+// share of the cluster, not with the cluster.
+func TestHairpinOnlyForThisNodesEndpoints(t *testing.T) {
+	here, elsewhere, unknown := netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("10.244.2.2"), netip.MustParseAddr("10.244.3.3")
+	eps := map[endpoints.ServicePortName][]endpoints.Endpoint{port("http", "TCP", 80).Name: {
+		ep(here, 8080, true, true, false),
+		onNode(ep(elsewhere, 8080, true, true, false), "node-b"),
+		onNode(ep(unknown, 8080, true, true, false), ""),
+	}}
+	for _, tc := range []struct {
+		node string
+		want []netip.Addr
+	}{
+		{"node-a", []netip.Addr{here, unknown}},
+		{"node-b", []netip.Addr{elsewhere, unknown}},
+		{"", []netip.Addr{here, elsewhere, unknown}}, // a proxy not told its node
+	} {
+		f := RenderService([]endpoints.ServicePort{port("http", "TCP", 80)}, eps, tc.node)
+		var got []netip.Addr
+		for _, e := range f.Elements {
+			if strings.HasPrefix(e.Set, setHairpin+"-") {
+				a, _ := netip.AddrFromSlice(e.Key[0].Bytes())
+				got = append(got, a)
+			}
+		}
+		slices.SortFunc(got, netip.Addr.Compare)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("node %q: hairpin elements for %v, want %v", tc.node, got, tc.want)
+		}
+		// Every endpoint still gets traffic: only the hairpin set is per node.
+		if n := countSet(f, mapEndpoints+"-"); n != 3 {
+			t.Errorf("node %q: %d endpoint elements, want 3", tc.node, n)
+		}
+	}
+}
+
+func countSet(f nft.Fragment, prefix string) int {
+	n := 0
+	for _, e := range f.Elements {
+		if strings.HasPrefix(e.Set, prefix) {
+			n++
+		}
+	}
+	return n
 }
