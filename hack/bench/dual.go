@@ -29,6 +29,7 @@ type dualResult struct {
 	Sticky    bool    `json:"sticky,omitempty"`
 	External  bool    `json:"external,omitempty"`
 	Endpoints int     `json:"endpoints_per_service"`
+	Nodes     int     `json:"nodes"`
 	ColdSecs  float64 `json:"cold_sync_s"` // both tables programmed
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
 	Cold4Secs float64 `json:"cold_sync_ipv4_s"` // when each family's sync returned
@@ -109,7 +110,7 @@ func runDual(o objects, n, samples int) (*dualResult, error) {
 		b.tr[k] = endpoints.NewTracker(endpoints.TrackerOptions{Family: fam.family})
 		b.kernel[k] = &nft.Netlink{NetNSFd: int(f.Fd())}
 		b.p[k] = proxy.New(proxy.Config{Tracker: b.tr[k], Kernel: b.kernel[k], Metrics: m, Ledger: ledger,
-			Options:       proxy.Options{Family: fam.family, ClusterCIDR: fam.clusterCIDR},
+			Options:       proxy.Options{Family: fam.family, ClusterCIDR: fam.clusterCIDR, NodeName: benchNode},
 			MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
 	}
 	for i := 0; i < n; i++ {
@@ -124,7 +125,7 @@ func runDual(o objects, n, samples int) (*dualResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
-	r := &dualResult{Family: "dual", Services: n, Sticky: o.sticky, External: o.external, Endpoints: o.endpoints,
+	r := &dualResult{Family: "dual", Services: n, Sticky: o.sticky, External: o.external, Endpoints: o.endpoints, Nodes: o.nodes,
 		ColdSecs: all.Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Cold4Secs: each[0].Seconds(), Cold6Secs: each[1].Seconds(),
 		LoadStart: load, Samples: samples}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")

@@ -35,6 +35,7 @@ type result struct {
 	Sticky    bool    `json:"sticky,omitempty"`
 	External  bool    `json:"external,omitempty"`
 	Endpoints int     `json:"endpoints_per_service"`
+	Nodes     int     `json:"nodes"` // the endpoints' nodes (objects.nodes)
 	ColdSecs  float64 `json:"cold_sync_s"`
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
 	// Load is the machine's 1-minute load average at the start and the end: the
@@ -67,6 +68,7 @@ func main() {
 	churnShare := flag.Float64("churn-share", 0.01, "share of the Services changing their endpoints every second")
 	rounds := flag.Int("dataplane-rounds", 10, "interleaved rounds of new connections through a ClusterIP and straight to the pod (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
+	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
 	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
 	family := flag.String("family", "ipv4", "ipv4, or dual: every Service dual-stack, fed to an IPv4 and an IPv6 proxy (dual.go; no churn, no latency rounds)")
@@ -133,7 +135,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		b.tr.OnEndpointSliceAdd(b.o.slice(i, 0, time.Time{}))
 	}
 	b.p = proxy.New(proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
-		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8")},
+		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), NodeName: benchNode},
 		MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
 	heapMiB()
 
@@ -144,7 +146,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
-	r := &result{Services: b.n, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints,
+	r := &result{Services: b.n, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints, Nodes: b.o.nodes,
 		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	r.HeapMiB = heapMiB()

@@ -24,6 +24,22 @@ type objects struct {
 	// issue 8): of every nine, one LoadBalancer with an ingress IP, two NodePort, and
 	// one ClusterIP Service with an externalIP.
 	external bool
+	// nodes spreads the endpoints over that many nodes, as the EndpointSlice
+	// controller names every pod's node: endpoint k is on node-(k mod nodes), and the
+	// proxy is node-0 (benchNode). 0 names no node: every endpoint may be the proxy's.
+	nodes int
+}
+
+// benchNode is the node the bench's proxies run as.
+const benchNode = "node-0"
+
+// nodeOf is the node endpoint k is on, nil when the objects name none.
+func (o objects) nodeOf(k int) *string {
+	if o.nodes <= 0 {
+		return nil
+	}
+	n := "node-" + strconv.Itoa(k%o.nodes)
+	return &n
 }
 
 func addr(base byte, i int) string {
@@ -77,7 +93,8 @@ func (o objects) slice(i, gen int, trigger time.Time) *discoveryv1.EndpointSlice
 		s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	}
 	for j := 0; j < o.endpoints; j++ {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, endpointNumber(i, j, gen, o.endpoints))}})
+		k := endpointNumber(i, j, gen, o.endpoints)
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr(128, k)}, NodeName: o.nodeOf(k)})
 	}
 	return s
 }

@@ -53,13 +53,20 @@ func paceGC(percent int) (restore func()) {
 }
 
 // elementsEstimate is about how many elements the changed Services render: per
-// port an endpoint and a hairpin element per endpoint, its dispatch, its ClusterIP
-// and perhaps a sticky port (RenderServiceWith; external paths add a few more).
-func elementsEstimate(snap endpoints.Snapshot, changed map[endpoints.ServiceKey]struct{}) int {
+// port an element per endpoint and a hairpin element per endpoint that may be a pod
+// here, its dispatch, its ClusterIP and perhaps a sticky port (RenderServiceWith;
+// external paths add a few more).
+func elementsEstimate(snap endpoints.Snapshot, changed map[endpoints.ServiceKey]struct{}, here endpoints.Place) int {
 	n := 0
 	for k := range changed {
 		for _, sp := range snap.ServicePortsOf(k) {
-			n += 2*len(snap.Endpoints[sp.Name]) + 3
+			eps := snap.Endpoints[sp.Name]
+			n += len(eps) + 3
+			for _, e := range eps {
+				if hairpinHere(e, here) {
+					n++
+				}
+			}
 		}
 	}
 	return n

@@ -90,7 +90,16 @@ func TestElementsEstimate(t *testing.T) {
 		t.Fatalf("rendered %d elements, want 19: the fixture changed", rendered)
 	}
 	// The estimate counts a sticky element for every port; only sticky ports have one.
-	if got := elementsEstimate(c.Snapshot, c.Changed); got != 22 {
+	if got := elementsEstimate(c.Snapshot, c.Changed, endpoints.Place{Node: "node"}); got != 22 {
 		t.Errorf("estimate %d, want 22 (19 rendered + 3 non-sticky ports)", got)
+	}
+	// Endpoints of another node have no hairpin element here (the fixture names none).
+	for k := range c.Snapshot.Endpoints {
+		for i := range c.Snapshot.Endpoints[k] {
+			c.Snapshot.Endpoints[k][i].NodeName = "elsewhere"
+		}
+	}
+	if got := elementsEstimate(c.Snapshot, c.Changed, endpoints.Place{Node: "node"}); got != 17 {
+		t.Errorf("estimate %d, want 17 (22 less the 5 hairpin elements)", got)
 	}
 }

@@ -32,7 +32,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 	if len(changed) > maxOwnersPerTx {
 		defer paceGC(bigSyncGCPercent)()
-		p.desired.ReserveElements(elementsEstimate(snap, changed))
+		p.desired.ReserveElements(elementsEstimate(snap, changed, p.cfg.place()))
 	}
 	for k := range changed {
 		ports := snap.ServicePortsOf(k)
