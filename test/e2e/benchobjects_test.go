@@ -29,7 +29,24 @@ const (
 	benchEndpointsPerService = 10
 	benchNodeName            = "svcproxy-bench"
 	benchNodeIP              = "172.18.0.50"
+	// benchNodes is how many nodes the endpoints are spread over, as the
+	// EndpointSlice controller names every pod's node: one in benchNodes is the
+	// proxy's (the in-process bench's -nodes default).
+	benchNodes = 100
 )
+
+// benchEndpointNode is the node endpoint j of Service i at gen runs on.
+func benchEndpointNode(i, j, gen int) *string {
+	k := i*benchEndpointsPerService + j
+	if gen > 0 {
+		k = gen<<8 + j
+	}
+	n := benchNodeName
+	if k%benchNodes != 0 {
+		n = fmt.Sprintf("bench-node-%d", k%benchNodes)
+	}
+	return &n
+}
 
 func ipFrom(base netip.Addr, off int) netip.Addr {
 	b := base.As4()
@@ -74,6 +91,7 @@ func benchSlice(i, gen int) *discoveryv1.EndpointSlice {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{benchEndpoint(i, j, gen).String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: ref(true)},
+			NodeName:   benchEndpointNode(i, j, gen),
 		})
 	}
 	return s
