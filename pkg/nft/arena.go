@@ -89,3 +89,12 @@ func arenaField(s string) (field, rest string) {
 	}
 	return s[k : k+n], s[k+n:]
 }
+
+// count is the number of elements the arena holds.
+func (a elementArena) count() int {
+	n := 0
+	for range a.ids() {
+		n++
+	}
+	return n
+}

@@ -53,8 +53,15 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 			r.dropHolder(ref, id)
 		}
 	}
+	// A new owner's elements are all marked at once, not one map entry each (a cold
+	// start marks every element); marking one whose value is not in effect only
+	// makes the plan compare it.
+	whole := old == "" && len(uniq) > 0
+	if whole {
+		r.markWhole(owner, arena)
+	}
 	for i, e := range uniq {
-		entry := r.putHolder(ref, spans[i], e)
+		entry := r.putHolder(ref, spans[i], e, !whole)
 		conflicts = append(conflicts, r.entryConflicts(spans[i].id, entry, owner, r.contested[spans[i].id])...)
 	}
 	if len(uniq) == 0 {
@@ -64,11 +71,12 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 }
 
 // putHolder sets the version of e (whose ID and data are at, in the owner's arena)
-// of the owner ref and marks the element changed if the value in effect changed. It
+// of the owner ref and marks the element changed if the value in effect changed
+// (the owner's own mark only if mark: see setElements). It
 // returns the entry now in effect. An entry whose value is the owner's is stored
 // under at.id, the new arena's string (a Go map replaces a string key on
 // assignment), so no entry keeps the owner's previous arena alive.
-func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element) elementEntry {
+func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) elementEntry {
 	owner, id := r.ownerNames[ref], at.id
 	entry, ok := r.elements[id]
 	switch {
@@ -77,10 +85,12 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element) elementEntry 
 		r.takeHash(id, &entry)
 		r.elements[id] = entry
 		r.countElement(e.Set, 1)
-		r.markElem(owner, id)
+		if mark {
+			r.markElem(owner, id)
+		}
 	case entry.owner == ref:
 		v := r.valueWith(e, at.data)
-		if !entry.value.equal(v) {
+		if mark && !entry.value.equal(v) {
 			r.markElem(owner, id)
 		}
 		entry.value = v
@@ -91,7 +101,9 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element) elementEntry 
 		r.elements[id] = entry
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
-			r.markElem(owner, id)
+			if mark {
+				r.markElem(owner, id)
+			}
 			r.markElem(prev.owner, id)
 		}
 	default:

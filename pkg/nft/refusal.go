@@ -208,7 +208,7 @@ func (t *Tx) chainOwners(name string) []string {
 func (t *Tx) elementOwners(id string) []string {
 	var out []string
 	for owner, d := range t.planned {
-		if _, ok := d.elems[id]; ok && owner != staleOwner {
+		if d.hasElem(id) && owner != staleOwner {
 			out = append(out, owner)
 		}
 	}

@@ -74,6 +74,9 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	for _, d := range tx.planned {
 		nChains += len(d.chains)
 		nElems += len(d.elems)
+		for _, a := range d.whole {
+			nElems += a.count()
+		}
 	}
 	// Sized once: grown by appending, a cold sync's plans allocated several times
 	// the transactions themselves. Elements the kernel lacks are the adds' lower
@@ -85,7 +88,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		for k := range d.chains {
 			chainOwner[k] = owner
 		}
-		for k := range d.elems {
+		for k := range d.eachElem() {
 			elemOwner[k] = owner
 			if _, exists := v.hash(k); !exists {
 				newElems++
@@ -161,6 +164,9 @@ func (r *Ruleset) Requeue(tx *Tx) {
 		}
 		for k := range d.elems {
 			r.markElem(owner, k)
+		}
+		for _, a := range d.whole {
+			r.markWhole(owner, a)
 		}
 	}
 }

@@ -195,6 +195,7 @@ func (a *affinityTable) commit(pending map[string]bool) {
 			a.byOwner[owner] = keys
 		}
 	}
+	a.pending = shrunk(a.pending)
 }
 
 // affinityKernel is what the sweeper needs beyond nft.Kernel; a kernel without it

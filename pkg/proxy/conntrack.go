@@ -78,6 +78,17 @@ func (s *servingTable) commit(pending map[string]bool) {
 			s.byOwner[owner] = keys
 		}
 	}
+	s.pending = shrunk(s.pending)
+}
+
+// shrunk returns m, or a new map when m is empty: a Go map keeps its size when
+// emptied, and a cold start's pending renders (30k owners) would stay allocated for
+// good (4 MiB for the serving table at 30k).
+func shrunk[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return map[K]V{}
+	}
+	return m
 }
 
 // reconcileConntrack deletes conntrack entries that no rule would create any more,

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +58,8 @@ type benchRun struct {
 // E2E_BENCH_PROXIES (default "svcproxy kube-proxy-nftables"): which proxies run, in
 // order; "svcproxy-before" is svcproxy built from another commit, the binary
 // E2E_BENCH_SVCPROXY_BEFORE, to compare two builds on the same objects.
+// E2E_BENCH_HEAPPROFILE=DIR: svcproxy runs with --profiling, and its heap profile
+// after the cold sync (a collection first) is written to DIR/<kind>-<size>.heap.
 func TestBenchSideBySide(t *testing.T) {
 	if os.Getenv("E2E_BENCH") == "" {
 		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
@@ -140,6 +144,9 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	if kind == "svcproxy-before" {
 		cmd[0] = os.Getenv("E2E_BENCH_SVCPROXY_BEFORE") // another build, same flags
 	}
+	if os.Getenv("E2E_BENCH_HEAPPROFILE") != "" && strings.HasPrefix(kind, "svcproxy") {
+		cmd = append(cmd, "--profiling")
+	}
 	p, err := c.start(name, w.Node, cmd...)
 	if err != nil {
 		return nil, err
@@ -154,6 +161,11 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	}
 	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: last.Sub(start).Seconds(), Changes: changes}
 	r.RSSMiB, r.HWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
+	if dir := os.Getenv("E2E_BENCH_HEAPPROFILE"); dir != "" && strings.HasPrefix(kind, "svcproxy") {
+		if err := benchHeapProfile(nd, filepath.Join(dir, fmt.Sprintf("%s-%d.heap", kind, n))); err != nil {
+			return nil, err
+		}
+	}
 	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
 	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB", kind, n, r.ColdSecs, r.ColdCPU, r.Load, r.RSSMiB, r.HWMMiB)
 
@@ -297,4 +309,23 @@ func writeBenchRun(t *testing.T, r benchRun) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s\n", b)
+}
+
+// benchHeapProfile writes the heap profile of the proxy on nd (run with
+// --profiling) to path.
+func benchHeapProfile(nd *node, path string) error {
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: netns.DialFunc(nd.netns, 2*time.Second), DisableKeepAlives: true},
+		Timeout:   time.Minute,
+	}
+	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", metricsPort))
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: status %d, %v", resp.StatusCode, err)
+	}
+	return os.WriteFile(path, b, 0o644)
 }
