@@ -1,58 +1,60 @@
 package nft
 
 import (
-	"encoding/binary"
 	"iter"
 	"strings"
 )
 
-// elementArena is one owner's element IDs and data bytes in one string. The
-// ruleset's entries use substrings of it as their map keys and data, so an owner's
-// elements cost one allocation instead of three per element (the ID, the data and
-// the owner's list of IDs: 56 bytes each of 660k elements at 30k Services).
+// elementArena is one owner's elements, IDs and values, in one string. The
+// ruleset's entries use substrings of it as their map keys and hold the offset of
+// their value in it, so an owner's elements cost one allocation instead of three per
+// element (the ID, the data and the owner's list of IDs).
 //
-// Each record is the ID's length (uvarint), the ID, the data's length (uvarint) and
-// the data. An owner re-rendering gets a new arena and its entries are re-keyed
-// into it (putHolder), so the old one is freed.
+// Each record is the ID's length (uvarint), the ID, the value's length (uvarint)
+// and the value (elementvalue.go). An owner re-rendering gets a new arena and its
+// entries are re-keyed into it (putHolder), so the old one is freed.
 type elementArena string
 
-// arenaSpan is where one element's ID and data sit in its arena.
-type arenaSpan struct{ id, data string }
+// arenaSpan is where one element's ID and value sit in its arena: off is the
+// offset of the value's length.
+type arenaSpan struct {
+	id, val string
+	off     uint32
+}
 
 // newArena builds the arena of elems, in order, and the spans of each element.
 func newArena(elems []Element) (elementArena, []arenaSpan) {
 	size := 0
 	for i := range elems {
-		idLen, dataLen := len(elems[i].Set)+1+concatLen(elems[i].Key), concatLen(elems[i].Data)
-		size += uvarintLen(idLen) + idLen + uvarintLen(dataLen) + dataLen
+		idLen, valLen := len(elems[i].Set)+1+concatLen(elems[i].Key), encodedValueLen(&elems[i])
+		size += uvarintLen(uint64(idLen)) + idLen + uvarintLen(uint64(valLen)) + valLen
 	}
 	var b strings.Builder
 	b.Grow(size)
-	type offsets struct{ id, idEnd, data, end int }
+	type offsets struct{ id, idEnd, val, end int }
 	at := make([]offsets, len(elems))
-	var lenBuf [binary.MaxVarintLen64]byte
 	for i := range elems {
 		e := &elems[i]
-		b.Write(binary.AppendUvarint(lenBuf[:0], uint64(len(e.Set)+1+concatLen(e.Key))))
+		writeUvarint(&b, uint64(len(e.Set)+1+concatLen(e.Key)))
 		at[i].id = b.Len()
 		b.WriteString(e.Set)
 		b.WriteByte(0)
 		writeConcat(&b, e.Key)
 		at[i].idEnd = b.Len()
-		b.Write(binary.AppendUvarint(lenBuf[:0], uint64(concatLen(e.Data))))
-		at[i].data = b.Len()
-		writeConcat(&b, e.Data)
+		writeUvarint(&b, uint64(encodedValueLen(e)))
+		at[i].val = b.Len()
+		writeValue(&b, e)
 		at[i].end = b.Len()
 	}
 	s := b.String()
 	spans := make([]arenaSpan, len(elems))
 	for i, o := range at {
-		spans[i] = arenaSpan{id: s[o.id:o.idEnd], data: s[o.data:o.end]}
+		spans[i] = arenaSpan{id: s[o.id:o.idEnd], val: s[o.val:o.end], off: uint32(o.idEnd)}
 	}
 	return elementArena(s), spans
 }
 
-func uvarintLen(n int) int {
+func uvarintLen(n uint64) int {
 	l := 1
 	for ; n >= 0x80; n >>= 7 {
 		l++
@@ -75,21 +77,6 @@ func (a elementArena) ids() iter.Seq[string] {
 	}
 }
 
-// arenaField splits the first length-prefixed field off s. The arena is only ever
-// made by newArena, so the lengths are whole.
-func arenaField(s string) (field, rest string) {
-	n, k := 0, 0
-	for shift := 0; ; shift += 7 {
-		c := s[k]
-		k++
-		n |= int(c&0x7f) << shift
-		if c < 0x80 {
-			break
-		}
-	}
-	return s[k : k+n], s[k+n:]
-}
-
 // count is the number of elements the arena holds.
 func (a elementArena) count() int {
 	n := 0
@@ -97,4 +84,45 @@ func (a elementArena) count() int {
 		n++
 	}
 	return n
+}
+
+// valueAt is the value whose length is at off.
+func (a elementArena) valueAt(off uint32) string {
+	v, _ := arenaField(string(a[off:]))
+	return v
+}
+
+// find returns the arena's own string of id and the offset of its value; an
+// owner's arena is short (its own elements), and this serves the rare hand-over of
+// a contested element.
+func (a elementArena) find(id string) (string, uint32, bool) {
+	s := string(a)
+	for len(s) > 0 {
+		x, rest := arenaField(s)
+		if x == id {
+			return x, uint32(len(a) - len(rest)), true
+		}
+		_, s = arenaField(rest)
+	}
+	return "", 0, false
+}
+
+// arenaField splits the first length-prefixed field off s. The arena is only ever
+// made by newArena, so the lengths are whole.
+func arenaField(s string) (field, rest string) {
+	n, k := uvarintOf(s)
+	return s[k : k+int(n)], s[k+int(n):]
+}
+
+// uvarintOf decodes the uvarint s starts with and returns it and its length.
+func uvarintOf(s string) (uint64, int) {
+	var n uint64
+	for k, shift := 0, 0; ; shift += 7 {
+		c := s[k]
+		k++
+		n |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return n, k
+		}
+	}
 }

@@ -18,8 +18,13 @@ func TestArenaRoundTrip(t *testing.T) {
 		got = append(got, id)
 	}
 	for i, e := range elems {
-		if spans[i].id != e.ID() || spans[i].data != concatString(e.Data) {
-			t.Errorf("span %d = %q/%q, want %q/%q", i, spans[i].id, spans[i].data, e.ID(), concatString(e.Data))
+		if spans[i].id != e.ID() || spans[i].val != encodeValue(&e) || arena.valueAt(spans[i].off) != spans[i].val {
+			t.Errorf("span %d = %q/%q at %d, want %q/%q", i, spans[i].id, spans[i].val, spans[i].off, e.ID(), encodeValue(&e))
+		}
+		var back Element
+		decodeValue(&Set{Data: []DataType{TypeIPv4Addr, TypeInetService}}, spans[i].val, &back)
+		if len(e.Data) > 0 && !slices.Equal(back.Data, e.Data) {
+			t.Errorf("span %d decodes to data %v, want %v", i, back.Data, e.Data)
 		}
 		if i >= len(got) || got[i] != e.ID() {
 			t.Errorf("ids() = %q, want %q at %d", got, e.ID(), i)
@@ -49,8 +54,11 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 		if !within(id, arena) {
 			t.Errorf("entry %q (owner %s) is keyed outside its owner's arena", id, owner)
 		}
-		if e.value.data != "" && !within(e.value.data, arena) {
-			t.Errorf("entry %q (owner %s) has its data outside its owner's arena", id, owner)
+		if e.owner != r.ownerRefs[owner] || r.arenas[e.owner] != arena {
+			t.Errorf("entry %q: owner %s's arena is not the one its number names", id, owner)
+		}
+		if got, ok := r.Element(id); !ok || got.ID() != id {
+			t.Errorf("entry %q reads back as %v", id, got)
 		}
 	}
 	if got := len(r.elements); got != 7 {

@@ -48,6 +48,8 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 		arena, spans = newArena(uniq)
 	}
 	ref := r.ownerRef(owner)
+	// While the entries change, r.arenas[ref] stays the old arena (dropHolder and
+	// putHolder read the values it holds); it is the new one from the switch on.
 	for id := range old.ids() {
 		if _, kept := first[id]; !kept {
 			r.dropHolder(ref, id)
@@ -61,8 +63,14 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 		r.markWhole(owner, arena)
 	}
 	for i, e := range uniq {
-		entry := r.putHolder(ref, spans[i], e, !whole)
-		conflicts = append(conflicts, r.entryConflicts(spans[i].id, entry, owner, r.contested[spans[i].id])...)
+		r.putHolder(ref, spans[i], e, !whole)
+	}
+	r.arenas[ref] = arena
+	for i := range uniq {
+		id := spans[i].id
+		if more := r.contested[id]; len(more) > 0 {
+			conflicts = append(conflicts, r.entryConflicts(id, r.elements[id], owner, more)...)
+		}
 	}
 	if len(uniq) == 0 {
 		r.releaseOwnerRef(owner) // no entry names it any more
@@ -70,35 +78,38 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 	return arena, conflicts
 }
 
-// putHolder sets the version of e (whose ID and data are at, in the owner's arena)
-// of the owner ref and marks the element changed if the value in effect changed
-// (the owner's own mark only if mark: see setElements). It
-// returns the entry now in effect. An entry whose value is the owner's is stored
-// under at.id, the new arena's string (a Go map replaces a string key on
-// assignment), so no entry keeps the owner's previous arena alive.
-func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) elementEntry {
+// putHolder sets the version of e (whose ID and value are at, in the owner's new
+// arena) of the owner ref and marks the element changed if the value in effect
+// changed (the owner's own mark only if mark: see setElements). An entry whose value
+// is the owner's is stored under at.id, the new arena's string (a Go map replaces a
+// string key on assignment), with the offset of its value there, so no entry keeps
+// the owner's previous arena alive.
+func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 	owner, id := r.ownerNames[ref], at.id
 	entry, ok := r.elements[id]
 	switch {
 	case !ok:
-		entry = elementEntry{owner: ref, value: r.valueWith(e, at.data)}
+		entry = elementEntry{owner: ref, off: at.off}
 		r.takeHash(id, &entry)
 		r.elements[id] = entry
+		r.keepUndeclared(id, e)
 		r.countElement(e.Set, 1)
 		if mark {
 			r.markElem(owner, id)
 		}
 	case entry.owner == ref:
-		v := r.valueWith(e, at.data)
-		if mark && !entry.value.equal(v) {
+		// entry.off is in the owner's previous arena, r.arenas[ref] until the switch.
+		if mark && r.valueOf(entry) != at.val {
 			r.markElem(owner, id)
 		}
-		entry.value = v
+		entry.off = at.off
 		r.elements[id] = entry
+		r.keepUndeclared(id, e)
 	case owner < r.ownerNames[entry.owner]:
 		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
-		entry.owner, entry.value = ref, r.valueWith(e, at.data)
+		entry.owner, entry.off = ref, at.off
 		r.elements[id] = entry
+		r.keepUndeclared(id, e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
 			if mark {
@@ -109,7 +120,6 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) el
 	default:
 		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e})
 	}
-	return entry
 }
 
 // dropHolder removes owner's version of the element id; the next owner's value takes
@@ -128,16 +138,26 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	if len(more) == 0 {
 		r.leaveHash(id, entry)
 		delete(r.elements, id)
+		delete(r.undeclared, id)
 		r.countElement(setOfID(id), -1)
 		r.markElem(owner, id)
 		return
 	}
-	prev := entry.value
-	entry.owner, entry.value = r.ownerRef(more[0].owner), r.valueOf(more[0].Element)
-	// A key of its own: id is in the arena of the owner that let go of it.
-	r.elements[strings.Clone(id)] = entry
+	prev := r.valueOf(entry)
+	next := r.ownerRef(more[0].owner)
+	// The next owner renders id, so its arena holds it: the entry is keyed and
+	// valued from there, not from the arena of the owner letting go.
+	nextID, off, found := r.arenas[next].find(id)
+	if !found { // cannot be: an owner in contested holds the element
+		nextID, off = strings.Clone(id), 0
+	}
+	entry.owner, entry.off = next, off
+	r.elements[nextID] = entry
+	if _, declared := r.Sets[more[0].Set]; !declared {
+		r.undeclared[id] = &more[0].Element
+	}
 	r.setContested(id, more[1:])
-	if !prev.equal(entry.value) {
+	if !found || prev != r.valueOf(entry) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
 		r.markElem(more[0].owner, id)
@@ -207,6 +227,7 @@ func (r *Ruleset) ownerRef(owner string) ownerRef {
 	} else {
 		ref = ownerRef(len(r.ownerNames))
 		r.ownerNames = append(r.ownerNames, owner)
+		r.arenas = append(r.arenas, "")
 	}
 	r.ownerRefs[owner] = ref
 	return ref
@@ -219,6 +240,6 @@ func (r *Ruleset) releaseOwnerRef(owner string) {
 		return
 	}
 	delete(r.ownerRefs, owner)
-	r.ownerNames[ref] = ""
+	r.ownerNames[ref], r.arenas[ref] = "", ""
 	r.freeRefs = append(r.freeRefs, ref)
 }

@@ -1,82 +1,133 @@
 package nft
 
 import (
+	"encoding/binary"
 	"strings"
 	"time"
 )
 
-// elementValue is what the desired ruleset keeps of an element besides its ID: the
-// data as the bytes the kernel is given, not as Datums (the key is in the ID). What
-// most elements lack (a verdict, a comment, a timeout) sits behind one pointer, so
-// that the hundreds of thousands of endpoint and hairpin elements pay 8 bytes for it.
-type elementValue struct {
-	data string
-	rare *rareValue
+// An element's value (what it maps to, its verdict, comment and timeout) lives in
+// its owner's arena right after its ID (arena.go), encoded by writeValue; the entry
+// holds its offset there (4 bytes in what was padding) instead of a data string
+// and a pointer to the rarer fields (24 bytes of each of 660k entries at 30k
+// Services, and an allocation for each verdict). Two values are equal when their
+// encodings are.
+//
+// The encoding: a flags byte, the data's length (uvarint) and bytes, then the
+// verdict (kind byte, chain length and name), the comment (length and bytes) and
+// the timeout (nanoseconds, uvarint) when their flags say so.
+const (
+	valueVerdict = 1 << iota
+	valueComment
+	valueTimeout
+)
+
+// encodedValueLen is how many bytes writeValue writes for e.
+func encodedValueLen(e *Element) int {
+	n := 1 + uvarintLen(uint64(concatLen(e.Data))) + concatLen(e.Data)
+	if e.Verdict != nil {
+		n += 1 + uvarintLen(uint64(len(e.Verdict.Chain))) + len(e.Verdict.Chain)
+	}
+	if e.Comment != "" {
+		n += uvarintLen(uint64(len(e.Comment))) + len(e.Comment)
+	}
+	if e.Timeout != 0 {
+		n += uvarintLen(uint64(e.Timeout))
+	}
+	return n
 }
 
-type rareValue struct {
-	verdict Verdict
-	// isVerdict tells a verdict map's element (whose verdict may be the zero Verdict).
-	isVerdict bool
-	comment   string
-	timeout   time.Duration
-	whole     *Element // an element of a set the ruleset does not declare, kept as given
+// writeValue writes the encoding of e's value to b.
+func writeValue(b *strings.Builder, e *Element) {
+	var flags byte
+	if e.Verdict != nil {
+		flags |= valueVerdict
+	}
+	if e.Comment != "" {
+		flags |= valueComment
+	}
+	if e.Timeout != 0 {
+		flags |= valueTimeout
+	}
+	b.WriteByte(flags)
+	writeUvarint(b, uint64(concatLen(e.Data)))
+	writeConcat(b, e.Data)
+	if e.Verdict != nil {
+		b.WriteByte(byte(e.Verdict.Kind))
+		writeUvarint(b, uint64(len(e.Verdict.Chain)))
+		b.WriteString(e.Verdict.Chain)
+	}
+	if e.Comment != "" {
+		writeUvarint(b, uint64(len(e.Comment)))
+		b.WriteString(e.Comment)
+	}
+	if e.Timeout != 0 {
+		writeUvarint(b, uint64(e.Timeout))
+	}
 }
 
-func (r *Ruleset) valueOf(e Element) elementValue { return r.valueWith(e, concatString(e.Data)) }
-
-// valueWith is valueOf for an element whose data bytes are already made (in its
-// owner's arena).
-func (r *Ruleset) valueWith(e Element, data string) elementValue {
-	v := elementValue{data: data}
-	if _, declared := r.Sets[e.Set]; !declared {
-		v.rare = &rareValue{whole: &e, comment: e.Comment}
-		if e.Verdict != nil {
-			v.rare.verdict, v.rare.isVerdict = *e.Verdict, true
-		}
-		return v
-	}
-	if e.Verdict != nil || e.Comment != "" || e.Timeout != 0 {
-		v.rare = &rareValue{comment: e.Comment, timeout: e.Timeout}
-		if e.Verdict != nil {
-			v.rare.verdict, v.rare.isVerdict = *e.Verdict, true
-		}
-	}
-	return v
+func writeUvarint(b *strings.Builder, v uint64) {
+	var buf [binary.MaxVarintLen64]byte
+	b.Write(binary.AppendUvarint(buf[:0], v))
 }
 
-// equal is elementsEqual for kept values: data, verdict and comment.
-func (v elementValue) equal(o elementValue) bool {
-	if v.data != o.data || (v.rare == nil) != (o.rare == nil) {
-		return false
+// encodeValue is e's value as writeValue encodes it.
+func encodeValue(e *Element) string {
+	var b strings.Builder
+	b.Grow(encodedValueLen(e))
+	writeValue(&b, e)
+	return b.String()
+}
+
+// decodeValue sets e's data (split by the types of s), verdict, comment and timeout
+// from val. The bytes were made by writeValue from Datums of these types: splitting
+// cannot fail but for a set redeclared with other types, which Compatible and the
+// table's recreation handle.
+func decodeValue(s *Set, val string, e *Element) {
+	flags := val[0]
+	data, rest := arenaField(val[1:])
+	if data != "" {
+		e.Data, _ = splitBytes(s.Data, []byte(data))
 	}
-	return v.rare == nil || (v.rare.comment == o.rare.comment && v.rare.isVerdict == o.rare.isVerdict && v.rare.verdict == o.rare.verdict)
+	if flags&valueVerdict != 0 {
+		kind := VerdictKind(rest[0])
+		var chain string
+		chain, rest = arenaField(rest[1:])
+		e.Verdict = &Verdict{Kind: kind, Chain: chain}
+	}
+	if flags&valueComment != 0 {
+		e.Comment, rest = arenaField(rest)
+	}
+	if flags&valueTimeout != 0 {
+		v, _ := uvarintOf(rest)
+		e.Timeout = time.Duration(v)
+	}
+}
+
+// valueOf is the encoded value of the element an entry holds.
+func (r *Ruleset) valueOf(entry elementEntry) string {
+	return r.arenas[entry.owner].valueAt(entry.off)
 }
 
 // elementOf rebuilds the element the entry of id holds.
 func (r *Ruleset) elementOf(id string, entry elementEntry) Element {
-	v := entry.value
-	if v.rare != nil && v.rare.whole != nil {
-		return *v.rare.whole
+	if w, ok := r.undeclared[id]; ok {
+		return *w
 	}
 	set, key, _ := strings.Cut(id, "\x00")
 	s := r.Sets[set]
 	e := Element{Set: set}
-	if v.rare != nil {
-		e.Comment, e.Timeout = v.rare.comment, v.rare.timeout
-		if v.rare.isVerdict {
-			verdict := v.rare.verdict
-			e.Verdict = &verdict
-		}
-	}
-	// The bytes were made from Datums of these types by concatBytes: splitting
-	// cannot fail but for a set redeclared with other types, which Compatible and
-	// the table's recreation handle.
 	e.Key, _ = splitBytes(s.Key, []byte(key))
-	if v.data != "" {
-		e.Data, _ = splitBytes(s.Data, []byte(v.data))
-	}
+	decodeValue(s, r.valueOf(entry), &e)
 	return e
+}
+
+// keepUndeclared keeps, for an element of a set the ruleset does not declare
+// (whose bytes it cannot split into Datums), the element as given.
+func (r *Ruleset) keepUndeclared(id string, e Element) {
+	if _, declared := r.Sets[e.Set]; !declared {
+		r.undeclared[id] = &e
+	}
 }
 
 // setOfID is the set name an element ID starts with.

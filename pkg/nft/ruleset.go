@@ -26,6 +26,11 @@ type Ruleset struct {
 	ownerRefs  map[string]ownerRef
 	ownerNames []string
 	freeRefs   []ownerRef
+	// arenas[ref] is the arena of the owner numbered ref (owned.elements).
+	arenas []elementArena
+	// undeclared holds, by ID, the elements of sets the ruleset does not declare:
+	// their bytes cannot be split into Datums again (elementOf).
+	undeclared map[string]*Element
 
 	// dirty holds, per owner, the chains and elements changed since the last Plan, so
 	// that a refused transaction can be retried one owner at a time.
@@ -57,11 +62,12 @@ type Ruleset struct {
 // allocated apart cost 64 bytes and a pointer more each.
 type elementEntry struct {
 	owner ownerRef // the lowest owner, whose value is in effect
+	// off is where the value sits in that owner's arena (elementvalue.go).
+	off uint32
 	// inKernel and kernel are the bound view's record (bind.go): the kernel holds
-	// this ID, with this value hash. inKernel sits in what was padding.
+	// this ID, with this value hash.
 	inKernel bool
 	kernel   uint64
-	value    elementValue
 }
 
 // holder is one owner's version of an element.
@@ -145,6 +151,8 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		ownerRefs: map[string]ownerRef{},
 		dirty:     map[string]*dirtyKeys{},
 		contested: map[string][]holder{},
+
+		undeclared: map[string]*Element{},
 	}
 	for _, s := range sets {
 		r.Sets[s.Name] = s
