@@ -50,13 +50,16 @@ func (r *watchRig) poll(n int) {
 func (r *watchRig) state() map[string]string {
 	snap, _, _ := r.tracker.Take()
 	out := map[string]string{}
-	for name := range snap.Services {
-		var eps []string
-		for _, ep := range snap.Endpoints[name] {
-			eps = append(eps, ep.Addr.String())
+	for _, ports := range snap.Services() {
+		for _, sp := range ports {
+			name := sp.Name
+			var eps []string
+			for _, ep := range snap.Endpoints[name] {
+				eps = append(eps, ep.Addr.String())
+			}
+			sort.Strings(eps)
+			out[name.Namespace+"/"+name.Name] = strings.Join(eps, ",")
 		}
-		sort.Strings(eps)
-		out[name.Namespace+"/"+name.Name] = strings.Join(eps, ",")
 	}
 	return out
 }

@@ -126,8 +126,8 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 		feed(tr, objs, nil)
 		snap, _, _ := tr.Take()
 		if f != endpoints.IPv4 && !proxyRenders(f) {
-			if len(snap.Services) > 0 {
-				fmt.Fprintf(os.Stderr, "not rendering %d %s service ports: this build of svcproxy renders no %s table\n", len(snap.Services), f, nftFamily(f))
+			if snap.PortCount() > 0 {
+				fmt.Fprintf(os.Stderr, "not rendering %d %s service ports: this build of svcproxy renders no %s table\n", snap.PortCount(), f, nftFamily(f))
 			}
 			continue
 		}
@@ -139,7 +139,7 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 			na.Addrs, na.All = sel.IPv4()
 		}
 		proxy.ServeNodePortsOn(r, opts, na)
-		tables = append(tables, offlineTable{family: f, ruleset: r, services: len(snap.Services)})
+		tables = append(tables, offlineTable{family: f, ruleset: r, services: snap.PortCount()})
 	}
 	return tables, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(node.ips) > 0}, 0
 }

@@ -96,14 +96,14 @@ func TestServeDualStackManifests(t *testing.T) {
 		if fp.family == endpoints.IPv6 {
 			wantIP, wantEP, wantPorts = "fd00:96::20", "fd00:244::2", 1
 		}
-		if got := snap.Services[web].ClusterIP.String(); got != wantIP {
+		if got := snap.Port(web).ClusterIP.String(); got != wantIP {
 			t.Errorf("%s tracker: web's ClusterIP %s, want %s", fp.family, got, wantIP)
 		}
 		if eps := snap.Endpoints[web]; len(eps) != 1 || eps[0].Addr.String() != wantEP {
 			t.Errorf("%s tracker: web's endpoints %v, want %s", fp.family, eps, wantEP)
 		}
-		if len(snap.Services) != wantPorts {
-			t.Errorf("%s tracker: %d service ports, want %d", fp.family, len(snap.Services), wantPorts)
+		if snap.PortCount() != wantPorts {
+			t.Errorf("%s tracker: %d service ports, want %d", fp.family, snap.PortCount(), wantPorts)
 		}
 		if proxyRenders(endpoints.IPv6) && fp.proxy.Desired().Family != nftFamily(fp.family) {
 			t.Errorf("%s proxy renders table family %s", fp.family, fp.proxy.Desired().Family)

@@ -54,8 +54,10 @@ func TestTrackerClusterIPConflicts(t *testing.T) {
 				}
 				snap, _, _ := tr.Take()
 				var served []ServiceKey
-				for n := range snap.Services {
-					served = append(served, n.Key())
+				for _, ports := range snap.Services() {
+					for _, sp := range ports {
+						served = append(served, sp.Name.Key())
+					}
 				}
 				if len(served) != 1 || served[0] != tc.wantWinner {
 					t.Fatalf("served %v, want only %v", served, tc.wantWinner)

@@ -63,7 +63,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	}
 	poll.Eventually(t, 10*time.Second, "service update", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return snap.Services[portA.Name].Port == 8000, fmt.Sprintf("port %d", snap.Services[portA.Name].Port)
+		return snap.Port(portA.Name).Port == 8000, fmt.Sprintf("port %d", snap.Port(portA.Name).Port)
 	})
 
 	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
@@ -80,7 +80,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	}
 	poll.Eventually(t, 10*time.Second, "service delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Services) == 0, fmt.Sprintf("%d Services", len(snap.Services))
+		return snap.PortCount() == 0, fmt.Sprintf("%d Services", snap.PortCount())
 	})
 }
 
@@ -202,7 +202,7 @@ func TestRegisterFeedsEveryFamily(t *testing.T) {
 	} {
 		snap, _, _ := tc.tr.Take()
 		name := spnOf(keyA, "http", "TCP")
-		if got := snap.Services[name].ClusterIP; got != addr(tc.clusterIP) {
+		if got := snap.Port(name).ClusterIP; got != addr(tc.clusterIP) {
 			t.Errorf("%s tracker: ClusterIP %v, want %s", tc.tr.family, got, tc.clusterIP)
 		}
 		if got := snap.Endpoints[name]; len(got) != 1 || got[0] != tc.endpoint {
@@ -217,7 +217,7 @@ func TestRegisterFeedsEveryFamily(t *testing.T) {
 	for _, tr := range []*Tracker{v4, v6} {
 		poll.Eventually(t, 10*time.Second, tr.family.String()+" delete", func() (bool, string) {
 			snap, _, _ := tr.Take()
-			return len(snap.Services) == 0, fmt.Sprintf("%d Services", len(snap.Services))
+			return snap.PortCount() == 0, fmt.Sprintf("%d Services", snap.PortCount())
 		})
 	}
 }
@@ -255,8 +255,8 @@ func TestInformersRelistDeletesWhatIsGone(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), hasSynced) {
 		t.Fatal("never synced")
 	}
-	if snap, _, _ := tr.Take(); len(snap.Services) != 2 {
-		t.Fatalf("%d Service ports listed, want a's and b's", len(snap.Services))
+	if snap, _, _ := tr.Take(); snap.PortCount() != 2 {
+		t.Fatalf("%d Service ports listed, want a's and b's", snap.PortCount())
 	}
 	poll.Eventually(t, 10*time.Second, "a services watch", func() (bool, string) {
 		mu.Lock()
@@ -273,8 +273,8 @@ func TestInformersRelistDeletesWhatIsGone(t *testing.T) {
 	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
 	poll.Eventually(t, 10*time.Second, "b deleted by the relist", func() (bool, string) {
 		snap, _, _ := tr.Take()
-		_, hasA := snap.Services[portA.Name]
-		_, hasB := snap.Services[portB.Name]
+		hasA := snap.Port(portA.Name).Name == portA.Name
+		hasB := snap.Port(portB.Name).Name == portB.Name
 		return hasA && !hasB, fmt.Sprintf("a %v, b %v", hasA, hasB)
 	})
 }

@@ -85,9 +85,8 @@ type Tracker struct {
 	pendingServices    map[ServiceKey]struct{}
 	pendingSliceEvents int
 
-	snapServices  map[ServicePortName]ServicePort
 	snapEndpoints map[ServicePortName][]Endpoint
-	snapByService map[ServiceKey][]ServicePortName
+	snapPorts     map[ServiceKey][]ServicePort
 }
 
 // NewTracker returns an empty Tracker.
@@ -112,9 +111,8 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		slicesBySvc:     make(map[ServiceKey]serviceSlices),
 		sliceOwner:      make(map[sliceKey]ServiceKey),
 		dirty:           make(map[ServiceKey]time.Time),
-		snapServices:    make(map[ServicePortName]ServicePort),
 		snapEndpoints:   make(map[ServicePortName][]Endpoint),
-		snapByService:   make(map[ServiceKey][]ServicePortName),
+		snapPorts:       make(map[ServiceKey][]ServicePort),
 	}
 }
 
@@ -331,7 +329,7 @@ func (t *Tracker) TakeChanges() Changes {
 	t.pendingSliceEvents = 0
 	t.countsLocked()
 	active := len(t.losing)
-	c.Snapshot = Snapshot{Services: t.snapServices, Endpoints: t.snapEndpoints, byService: t.snapByService}
+	c.Snapshot = Snapshot{Endpoints: t.snapEndpoints, ports: t.snapPorts}
 	t.mu.Unlock()
 
 	if t.onConflict != nil {
@@ -349,34 +347,31 @@ func (t *Tracker) TakeChanges() Changes {
 func (t *Tracker) refreshLocked(key ServiceKey, conflicts *[]ConflictChange) bool {
 	ports := t.resolveLocked(key, conflicts)
 	eps := mergeEndpoints(ports, t.slicesBySvc[key])
-	oldNames := t.snapByService[key]
+	prev := t.snapPorts[key]
 
-	same := len(oldNames) == len(ports)
+	same := len(prev) == len(ports)
 	for i := 0; same && i < len(ports); i++ {
-		n := ports[i].Name
-		same = oldNames[i] == n && t.snapServices[n] == ports[i] && slices.Equal(t.snapEndpoints[n], eps[n])
+		same = prev[i] == ports[i] && slices.Equal(t.snapEndpoints[ports[i].Name], eps[ports[i].Name])
 	}
 	if same {
 		return false
 	}
 
-	for _, n := range oldNames {
-		delete(t.snapServices, n)
-		delete(t.snapEndpoints, n)
+	for _, p := range prev {
+		delete(t.snapEndpoints, p.Name)
 	}
 	if len(ports) == 0 {
-		delete(t.snapByService, key)
+		delete(t.snapPorts, key)
 		return true
 	}
-	names := make([]ServicePortName, len(ports))
-	for i, p := range ports {
-		names[i] = p.Name
-		t.snapServices[p.Name] = p
+	// The Service entry's own list: it is replaced, never changed, when the
+	// Service changes, so the snapshot may share it.
+	t.snapPorts[key] = ports
+	for _, p := range ports {
 		if e := eps[p.Name]; len(e) > 0 {
 			t.snapEndpoints[p.Name] = e
 		}
 	}
-	t.snapByService[key] = names
 	return true
 }
 

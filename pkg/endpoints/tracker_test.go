@@ -93,7 +93,13 @@ func runSteps(t *testing.T, steps []step) {
 		for _, sp := range st.wantServices {
 			wantServices[sp.Name] = sp
 		}
-		if diff := cmp.Diff(wantServices, snap.Services, cmpOpts...); diff != "" {
+		gotServices := map[ServicePortName]ServicePort{}
+		for _, ports := range snap.Services() {
+			for _, sp := range ports {
+				gotServices[sp.Name] = sp
+			}
+		}
+		if diff := cmp.Diff(wantServices, gotServices, cmpOpts...); diff != "" {
 			t.Errorf("step %d (%s): Services (-want +got):\n%s", i, st.name, diff)
 		}
 		wantEndpoints := st.wantEndpoints
@@ -427,8 +433,8 @@ func TestTrackerOnInvalidIdentifiesObject(t *testing.T) {
 	quiet := NewTracker(TrackerOptions{})
 	quiet.OnServiceAdd(makeService("ns", "a", "nope", []v1.ServicePort{tcpPort("http", 80)}))
 	quiet.OnServiceDeleteObj(42)
-	if snap, _, _ := quiet.Take(); len(snap.Services) != 0 {
-		t.Errorf("services = %v, want none", snap.Services)
+	if snap, _, _ := quiet.Take(); snap.PortCount() != 0 {
+		t.Errorf("%d service ports, want none", snap.PortCount())
 	}
 }
 
@@ -485,8 +491,8 @@ func TestTrackerTakeSharesUnchangedData(t *testing.T) {
 	if &snap2.Endpoints[portB.Name][0] != &epsB[0] {
 		t.Error("unchanged service b's endpoints were copied")
 	}
-	if fmt.Sprintf("%p", snap1.Services) != fmt.Sprintf("%p", snap2.Services) {
-		t.Error("Services map was rebuilt instead of updated in place")
+	if fmt.Sprintf("%p", snap1.ports) != fmt.Sprintf("%p", snap2.ports) || fmt.Sprintf("%p", snap1.Endpoints) != fmt.Sprintf("%p", snap2.Endpoints) {
+		t.Error("the snapshot's maps were rebuilt instead of updated in place")
 	}
 	mustEqualf(t, len(snap2.Endpoints[portA.Name]), 2, "a's endpoints after update")
 }
@@ -546,15 +552,15 @@ func TestTrackerConcurrentUse(t *testing.T) {
 		default:
 		}
 		snap, _, _ := tr.Take()
-		for range snap.Services { // read while handlers write
+		for range snap.Services() { // read while handlers write
 		}
 	}
 	snap, _, _ := tr.Take()
-	mustEqualf(t, len(snap.Services), workers, "services after the storm")
+	mustEqualf(t, snap.PortCount(), workers, "services after the storm")
 	for w := range workers {
 		name := spnOf(ServiceKey{"ns", fmt.Sprintf("svc-%d", w)}, "http", "TCP")
 		want := fmt.Sprintf("10.96.%d.%d", w, (events-1)%250+1)
-		mustEqualf(t, snap.Services[name].ClusterIP.String(), want, "final cluster IP of %s", name)
+		mustEqualf(t, snap.Port(name).ClusterIP.String(), want, "final cluster IP of %s", name)
 		eps := snap.Endpoints[name]
 		wantEP := fmt.Sprintf("10.0.%d.%d", w, (events-1)%250+1)
 		if len(eps) != 1 || eps[0].Addr.String() != wantEP {

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"cmp"
+	"iter"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -144,36 +145,68 @@ func compareEndpoints(a, b Endpoint) int {
 //
 // The maps are owned by the Tracker that produced them and are updated in
 // place by its next Take (that is what makes Take O(changed)). Callers must
-// not mutate them, and must finish using a Snapshot before calling Take again.
-// Anything a renderer wants to remember across Takes (e.g. the ports it
-// programmed for a Service) it must copy.
+// not mutate them, nor the port lists it returns, and must finish using a
+// Snapshot before calling Take again. Anything a renderer wants to remember
+// across Takes (e.g. the ports it programmed for a Service) it must copy.
 type Snapshot struct {
-	Services map[ServicePortName]ServicePort
 	// Endpoints holds, per service port, the union of all the Service's
 	// EndpointSlices for that port name+protocol, deduplicated by Addr+Port,
 	// sorted by Addr then Port. Ports without endpoints are absent.
 	Endpoints map[ServicePortName][]Endpoint
 
-	// byService indexes Services so ServicePortsOf need not scan every
-	// service. Nil in hand-built snapshots; ServicePortsOf copes.
-	byService map[ServiceKey][]ServicePortName
+	// ports holds each proxied Service's ports, sorted by port name then
+	// protocol: the tracker's own lists, not copies. Per Service rather than per
+	// port (a map keyed by ServicePortName with ServicePort values, and an index
+	// by Service, were ~17 MiB at 30k Services).
+	ports map[ServiceKey][]ServicePort
+}
+
+// NewSnapshot is a snapshot of the given ports and endpoints, for renders of
+// objects that did not come through a Tracker (tests, offline input).
+func NewSnapshot(ports []ServicePort, eps map[ServicePortName][]Endpoint) Snapshot {
+	s := Snapshot{Endpoints: eps, ports: map[ServiceKey][]ServicePort{}}
+	for _, sp := range ports {
+		k := sp.Name.Key()
+		s.ports[k] = append(s.ports[k], sp)
+	}
+	for _, list := range s.ports {
+		slices.SortFunc(list, func(a, b ServicePort) int { return compareServicePortName(a.Name, b.Name) })
+	}
+	return s
 }
 
 // ServicePortsOf returns the ports of a service in the snapshot, sorted by
-// port name then protocol; nil if the Service is absent or skipped.
-func (s Snapshot) ServicePortsOf(key ServiceKey) []ServicePort {
-	var out []ServicePort
-	if s.byService != nil {
-		for _, n := range s.byService[key] {
-			out = append(out, s.Services[n])
+// port name then protocol; nil if the Service is absent or skipped. The list is
+// the snapshot's own: read it, never change it.
+func (s Snapshot) ServicePortsOf(key ServiceKey) []ServicePort { return s.ports[key] }
+
+// Services yields every proxied Service and its ports (see ServicePortsOf), in
+// no particular order.
+func (s Snapshot) Services() iter.Seq2[ServiceKey, []ServicePort] {
+	return func(yield func(ServiceKey, []ServicePort) bool) {
+		for k, ports := range s.ports {
+			if !yield(k, ports) {
+				return
+			}
 		}
-		return out
 	}
-	for n, sp := range s.Services {
-		if n.Key() == key {
-			out = append(out, sp)
+}
+
+// Port returns the service port named n; the zero ServicePort when there is none.
+func (s Snapshot) Port(n ServicePortName) ServicePort {
+	for _, sp := range s.ports[n.Key()] {
+		if sp.Name == n {
+			return sp
 		}
 	}
-	slices.SortFunc(out, func(a, b ServicePort) int { return compareServicePortName(a.Name, b.Name) })
-	return out
+	return ServicePort{}
+}
+
+// PortCount is the number of service ports in the snapshot.
+func (s Snapshot) PortCount() int {
+	n := 0
+	for _, ports := range s.ports {
+		n += len(ports)
+	}
+	return n
 }

@@ -52,14 +52,14 @@ func TestFamilyMatches(t *testing.T) {
 	}
 }
 
-// Hand-built snapshots have no index; ServicePortsOf must still work and sort.
-func TestSnapshotServicePortsOfWithoutIndex(t *testing.T) {
+// Snapshots built from lists of ports (NewSnapshot) sort each Service's ports.
+func TestNewSnapshotSortsPorts(t *testing.T) {
 	mk := func(svc, port string) ServicePort {
 		return ServicePort{Name: ServicePortName{Namespace: "ns", Name: svc, Port: port, Protocol: "TCP"}, Port: 80}
 	}
-	snap := Snapshot{Services: map[ServicePortName]ServicePort{}}
-	for _, sp := range []ServicePort{mk("a", "z"), mk("a", "b"), mk("other", "b")} {
-		snap.Services[sp.Name] = sp
+	snap := NewSnapshot([]ServicePort{mk("a", "z"), mk("a", "b"), mk("other", "b")}, nil)
+	if snap.PortCount() != 3 || snap.Port(mk("a", "z").Name) != mk("a", "z") || snap.Port(mk("b", "x").Name) != (ServicePort{}) {
+		t.Errorf("PortCount %d, Port(a/z) %v, Port(b/x) %v", snap.PortCount(), snap.Port(mk("a", "z").Name), snap.Port(mk("b", "x").Name))
 	}
 	got := snap.ServicePortsOf(ServiceKey{"ns", "a"})
 	want := []ServicePort{mk("a", "b"), mk("a", "z")}

@@ -20,12 +20,8 @@ type HealthCheckService struct {
 // (distinct addresses over all its ports, as kube-proxy counts them).
 func HealthCheckServices(snap endpoints.Snapshot, nodeName string) map[endpoints.ServiceKey]HealthCheckService {
 	out := map[endpoints.ServiceKey]HealthCheckService{}
-	for n := range snap.Services {
-		k := n.Key()
-		if _, done := out[k]; done {
-			continue
-		}
-		if hc, ok := healthCheckOf(snap.ServicePortsOf(k), snap.Endpoints, nodeName); ok {
+	for k, ports := range snap.Services() {
+		if hc, ok := healthCheckOf(ports, snap.Endpoints, nodeName); ok {
 			out[k] = hc
 		}
 	}

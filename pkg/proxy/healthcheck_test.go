@@ -18,22 +18,19 @@ func TestHealthCheckServices(t *testing.T) {
 	ep := func(ip, node string, ready bool) endpoints.Endpoint {
 		return endpoints.Endpoint{Addr: netip.MustParseAddr(ip), Port: 80, Ready: ready, Serving: true, NodeName: node}
 	}
-	snap := endpoints.Snapshot{
-		Services: map[endpoints.ServicePortName]endpoints.ServicePort{
-			name("lb", "http"):  {Name: name("lb", "http"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30080},
-			name("lb", "https"): {Name: name("lb", "https"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30443},
-			name("empty", ""):   {Name: name("empty", ""), ExternalLocal: true, HealthCheckNodePort: 32001, NodePort: 30081},
-			name("cluster", ""): {Name: name("cluster", ""), NodePort: 30082},
-		},
-		Endpoints: map[endpoints.ServicePortName][]endpoints.Endpoint{
-			// 10.244.1.2 serves both ports: one endpoint; a not ready one and another
-			// node's do not count.
-			name("lb", "http"):  {ep("10.244.1.2", "me", true), ep("10.244.1.3", "me", false), ep("10.244.2.2", "other", true)},
-			name("lb", "https"): {ep("10.244.1.2", "me", true), ep("10.244.1.4", "me", true)},
-			name("empty", ""):   {ep("10.244.2.3", "other", true)},
-			name("cluster", ""): {ep("10.244.1.9", "me", true)},
-		},
-	}
+	snap := endpoints.NewSnapshot([]endpoints.ServicePort{
+		{Name: name("lb", "http"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30080},
+		{Name: name("lb", "https"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30443},
+		{Name: name("empty", ""), ExternalLocal: true, HealthCheckNodePort: 32001, NodePort: 30081},
+		{Name: name("cluster", ""), NodePort: 30082},
+	}, map[endpoints.ServicePortName][]endpoints.Endpoint{
+		// 10.244.1.2 serves both ports: one endpoint; a not ready one and another
+		// node's do not count.
+		name("lb", "http"):  {ep("10.244.1.2", "me", true), ep("10.244.1.3", "me", false), ep("10.244.2.2", "other", true)},
+		name("lb", "https"): {ep("10.244.1.2", "me", true), ep("10.244.1.4", "me", true)},
+		name("empty", ""):   {ep("10.244.2.3", "other", true)},
+		name("cluster", ""): {ep("10.244.1.9", "me", true)},
+	})
 	got := HealthCheckServices(snap, "me")
 	want := map[endpoints.ServiceKey]HealthCheckService{
 		{Namespace: "ns", Name: "lb"}:    {NodePort: 32000, LocalEndpoints: 2},

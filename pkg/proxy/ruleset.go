@@ -12,15 +12,9 @@ import (
 // tests and benchmarks.
 func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 	r := NewRuleset(o)
-	seen := map[endpoints.ServiceKey]bool{}
 	lb := sharedChains{}
-	for n := range snap.Services {
-		k := n.Key()
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(snap.ServicePortsOf(k), snap.Endpoints, o)))
+	for k, ports := range snap.Services() {
+		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(ports, snap.Endpoints, o)))
 	}
 	refreshOnDemand(r)
 	for _, c := range r.Conflicts() {

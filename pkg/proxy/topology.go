@@ -51,12 +51,12 @@ func (p *Proxy) applyZone() bool {
 // withAllServices adds every Service of snap to changed (a fresh map: the tracker
 // owns changed).
 func withAllServices(snap endpoints.Snapshot, changed map[endpoints.ServiceKey]struct{}) map[endpoints.ServiceKey]struct{} {
-	all := make(map[endpoints.ServiceKey]struct{}, len(changed)+len(snap.Services))
+	all := make(map[endpoints.ServiceKey]struct{}, len(changed))
 	for k := range changed {
 		all[k] = struct{}{}
 	}
-	for n := range snap.Services {
-		all[n.Key()] = struct{}{}
+	for k := range snap.Services() {
+		all[k] = struct{}{}
 	}
 	return all
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"iter"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
@@ -61,7 +62,7 @@ func (p *Proxy) tcpServing(snap endpoints.Snapshot, keys []conntrack.Service) co
 	}
 	nodeAddrs := p.nodePortAddresses()
 	out := conntrack.Serving{}
-	for _, sp := range snap.Services {
+	for sp := range allPorts(snap) {
 		for _, k := range serviceAddresses(sp) {
 			if k.Proto != nft.ProtoTCP {
 				break // one protocol per port
@@ -78,4 +79,17 @@ func (p *Proxy) tcpServing(snap endpoints.Snapshot, keys []conntrack.Service) co
 		}
 	}
 	return out
+}
+
+// allPorts yields every service port of snap.
+func allPorts(snap endpoints.Snapshot) iter.Seq[endpoints.ServicePort] {
+	return func(yield func(endpoints.ServicePort) bool) {
+		for _, ports := range snap.Services() {
+			for _, sp := range ports {
+				if !yield(sp) {
+					return
+				}
+			}
+		}
+	}
 }
