@@ -197,7 +197,7 @@ func (t *Tx) chain(name string) *Chain {
 func (t *Tx) chainOwners(name string) []string {
 	var out []string
 	for owner, d := range t.planned {
-		if _, ok := d.chains[name]; ok && owner != staleOwner {
+		if d.hasChain(name) && owner != staleOwner {
 			out = append(out, owner)
 		}
 	}

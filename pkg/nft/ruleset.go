@@ -83,12 +83,70 @@ type owned struct {
 	elements       elementArena
 }
 
+// dirtyKeys are one owner's marks. Most owners mark one chain (their shared
+// load-balancing chain) and, when new, all their elements at once: that is held
+// without a map (a map each for chains and elements was ~9 MiB of a 30k cold
+// start's live heap); the maps are made when more is marked.
 type dirtyKeys struct {
-	chains, elems map[string]struct{}
+	chain  string              // the first chain marked
+	chains map[string]struct{} // the others, nil while there are none
+	elems  map[string]struct{} // nil while none is marked one by one
 	// whole are arenas every element of which is marked: a new owner's first
 	// render and a full resync mark all of an owner's elements, and an entry per ID
 	// in elems was ~15 MiB of a 30k cold start's live heap. An ID may be in both.
 	whole []elementArena
+}
+
+func (d *dirtyKeys) markChain(name string) {
+	switch {
+	case d.chain == "" || d.chain == name:
+		d.chain = name
+	case d.chains == nil:
+		d.chains = map[string]struct{}{name: {}}
+	default:
+		d.chains[name] = struct{}{}
+	}
+}
+
+func (d *dirtyKeys) markElem(id string) {
+	if d.elems == nil {
+		d.elems = map[string]struct{}{}
+	}
+	d.elems[id] = struct{}{}
+}
+
+// eachChain yields the marked chains, each once.
+func (d *dirtyKeys) eachChain() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if d.chain != "" && !yield(d.chain) {
+			return
+		}
+		for name := range d.chains {
+			if name != d.chain && !yield(name) {
+				return
+			}
+		}
+	}
+}
+
+// chainCount is the number of chains marked.
+func (d *dirtyKeys) chainCount() int {
+	if d.chain == "" {
+		return 0
+	}
+	n := 1
+	for name := range d.chains {
+		if name != d.chain {
+			n++
+		}
+	}
+	return n
+}
+
+// hasChain reports whether the chain name is marked.
+func (d *dirtyKeys) hasChain(name string) bool {
+	_, ok := d.chains[name]
+	return ok || (name != "" && d.chain == name)
 }
 
 // eachElem yields the marked element IDs, some perhaps twice.
@@ -230,14 +288,14 @@ func (r *Ruleset) Element(id string) (Element, bool) {
 func (r *Ruleset) keys(owner string) *dirtyKeys {
 	d := r.dirty[owner]
 	if d == nil {
-		d = &dirtyKeys{chains: map[string]struct{}{}, elems: map[string]struct{}{}}
+		d = &dirtyKeys{}
 		r.dirty[owner] = d
 	}
 	return d
 }
 
-func (r *Ruleset) markChain(owner, name string) { r.keys(owner).chains[name] = struct{}{} }
-func (r *Ruleset) markElem(owner, id string)    { r.keys(owner).elems[id] = struct{}{} }
+func (r *Ruleset) markChain(owner, name string) { r.keys(owner).markChain(name) }
+func (r *Ruleset) markElem(owner, id string)    { r.keys(owner).markElem(id) }
 
 // markWhole marks every element of the arena a, owner's.
 func (r *Ruleset) markWhole(owner string, a elementArena) {

@@ -72,7 +72,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	tx.changed = map[string]bool{}
 	nChains, nElems := 0, 0
 	for _, d := range tx.planned {
-		nChains += len(d.chains)
+		nChains += d.chainCount()
 		nElems += len(d.elems)
 		for _, a := range d.whole {
 			nElems += a.count()
@@ -85,7 +85,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 	chainOwner, elemOwner := make(map[string]string, nChains), make(map[string]string, nElems)
 	newElems := 0
 	for owner, d := range tx.planned {
-		for k := range d.chains {
+		for k := range d.eachChain() {
 			chainOwner[k] = owner
 		}
 		for k := range d.eachElem() {
@@ -159,7 +159,7 @@ func PlanFull(desired *Ruleset, v *View) *Tx {
 // the next Plan retries them.
 func (r *Ruleset) Requeue(tx *Tx) {
 	for owner, d := range tx.planned {
-		for k := range d.chains {
+		for k := range d.eachChain() {
 			r.markChain(owner, k)
 		}
 		for k := range d.elems {

@@ -312,20 +312,26 @@ func writeBenchRun(t *testing.T, r benchRun) {
 }
 
 // benchHeapProfile writes the heap profile of the proxy on nd (run with
-// --profiling) to path.
+// --profiling) to path, and its text form, which ends with the runtime's
+// MemStats, to path.txt.
 func benchHeapProfile(nd *node, path string) error {
 	hc := &http.Client{
 		Transport: &http.Transport{DialContext: netns.DialFunc(nd.netns, 2*time.Second), DisableKeepAlives: true},
 		Timeout:   time.Minute,
 	}
-	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", metricsPort))
-	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
+	for file, query := range map[string]string{path: "gc=1", path + ".txt": "debug=1"} {
+		resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?%s", metricsPort, query))
+		if err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("heap profile: status %d, %v", resp.StatusCode, err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			return err
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: status %d, %v", resp.StatusCode, err)
-	}
-	return os.WriteFile(path, b, 0o644)
+	return nil
 }
