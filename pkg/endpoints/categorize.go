@@ -39,7 +39,7 @@ func compareConditions(a, b Endpoint) int {
 		compareBoolTrueFirst(a.Ready, b.Ready),
 		compareBoolTrueFirst(a.Serving, b.Serving),
 		compareBoolTrueFirst(!a.Terminating, !b.Terminating),
-		cmp.Compare(a.NodeName, b.NodeName),
+		cmp.Compare(a.NodeName(), b.NodeName()),
 	)
 }
 

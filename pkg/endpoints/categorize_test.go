@@ -49,7 +49,8 @@ func TestCompareConditionsPreference(t *testing.T) {
 	base := Endpoint{Addr: addr("10.0.0.1"), Port: 80}
 	with := func(ready, serving, terminating bool, node string) Endpoint {
 		e := base
-		e.Ready, e.Serving, e.Terminating, e.NodeName = ready, serving, terminating, node
+		e.Ready, e.Serving, e.Terminating = ready, serving, terminating
+		e = e.OnNode(node)
 		return e
 	}
 	// Each entry is strictly preferred over the next.

@@ -6,11 +6,12 @@ import (
 	"unique"
 )
 
-// Topology is where an EndpointSlice says an endpoint is (endpoints[].zone) and
-// which zones and nodes its hints (endpoints[].hints.forZones, .forNodes) say
-// should use it. It is one interned handle, 8 bytes in every Endpoint: the
-// tracker holds 300k endpoints at 30k Services, most of them without hints or
-// sharing a handful of zones, so equal values share one copy, and an endpoint
+// Topology is where an EndpointSlice says an endpoint is (endpoints[].nodeName
+// and .zone) and which zones and nodes its hints (endpoints[].hints.forZones,
+// .forNodes) say should use it. It is one interned handle, 8 bytes in every
+// Endpoint: the tracker holds 300k endpoints at 30k Services, on a few hundred
+// nodes and a handful of zones, mostly without hints, so equal values share one
+// copy (the node's name was a 16-byte string in each Endpoint), and an endpoint
 // without any costs no allocation. Comparable with ==, which is what lets the
 // tracker drop no-op slice updates.
 type Topology struct{ h unique.Handle[topology] }
@@ -19,7 +20,7 @@ type Topology struct{ h unique.Handle[topology] }
 // with ',', which neither zone names (label values) nor node names (DNS
 // subdomains) can contain.
 type topology struct {
-	zone, forZones, forNodes string
+	node, zone, forZones, forNodes string
 }
 
 // NewTopology returns the Topology of an endpoint in zone, hinted for forZones and
@@ -43,6 +44,19 @@ func joinSorted(names []string) string {
 	slices.Sort(s)
 	return strings.Join(slices.Compact(s), ",")
 }
+
+// WithNode is t for an endpoint on node.
+func (t Topology) WithNode(node string) Topology {
+	v := t.value()
+	v.node = node
+	if v == (topology{}) {
+		return Topology{}
+	}
+	return Topology{h: unique.Make(v)}
+}
+
+// Node is the endpoint's node ("" when the slice does not say).
+func (t Topology) Node() string { return t.value().node }
 
 func (t Topology) value() topology {
 	if t == (Topology{}) {
@@ -95,5 +109,5 @@ func splitList(list string) []string {
 // String is for logs and test failures: "zone=a forZones=a,b forNodes=n1".
 func (t Topology) String() string {
 	v := t.value()
-	return "zone=" + v.zone + " forZones=" + v.forZones + " forNodes=" + v.forNodes
+	return "node=" + v.node + " zone=" + v.zone + " forZones=" + v.forZones + " forNodes=" + v.forNodes
 }

@@ -14,7 +14,7 @@ func TestMergeEndpoints(t *testing.T) {
 	}
 	sp := func(port, proto string) ServicePort { return ServicePort{Name: name(port, proto), Port: 80} }
 	cond := func(ip string, ready, serving, terminating bool, node string) Endpoint {
-		return Endpoint{Addr: addr(ip), Ready: ready, Serving: serving, Terminating: terminating, NodeName: node}
+		return Endpoint{Addr: addr(ip), Ready: ready, Serving: serving, Terminating: terminating}.OnNode(node)
 	}
 	at := func(e Endpoint, port uint16) Endpoint { e.Port = port; return e }
 	ready := func(ip string) Endpoint { return cond(ip, true, true, false, "") }
@@ -137,12 +137,12 @@ func TestMergeEndpointsDeterministic(t *testing.T) {
 	for i := range 8 {
 		slices[fmt.Sprintf("s%d", i)] = &sliceData{
 			Ports:     []slicePort{{Name: "p", Protocol: "TCP", Port: 80}},
-			Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true, NodeName: fmt.Sprintf("node-%d", 7-i)}},
+			Endpoints: []Endpoint{Endpoint{Addr: addr("10.0.0.1"), Ready: true, Serving: true}.OnNode(fmt.Sprintf("node-%d", 7-i))},
 		}
 	}
 	for range 50 {
 		got := mergeEndpoints([]ServicePort{port}, slicesOf(slices))[port.Name]
-		if len(got) != 1 || got[0].NodeName != "node-0" {
+		if len(got) != 1 || got[0].NodeName() != "node-0" {
 			t.Fatalf("merge picked %+v, want the single endpoint from node-0", got)
 		}
 	}

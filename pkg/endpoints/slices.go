@@ -170,10 +170,10 @@ func endpointFromConditions(addr netip.Addr, ep discoveryv1.Endpoint) Endpoint {
 		Serving:     c.Serving == nil || *c.Serving,
 		Terminating: c.Terminating != nil && *c.Terminating,
 	}
-	if ep.NodeName != nil {
-		e.NodeName = *ep.NodeName
-	}
 	e.Topology = topologyOf(ep)
+	if ep.NodeName != nil {
+		e.Topology = e.Topology.WithNode(*ep.NodeName)
+	}
 	return e
 }
 

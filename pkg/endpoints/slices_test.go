@@ -77,7 +77,7 @@ func TestExtractSlice(t *testing.T) {
 				return e
 			}()),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
-				{Addr: addr("10.0.0.1"), Ready: true, Serving: true, NodeName: "node-a"},
+				Endpoint{Addr: addr("10.0.0.1"), Ready: true, Serving: true}.OnNode("node-a"),
 			}},
 		},
 		{

@@ -126,10 +126,18 @@ type Endpoint struct {
 	Ready       bool // conditions.ready unset => true
 	Serving     bool // conditions.serving unset => true, as the API reference and kube-proxy say
 	Terminating bool // conditions.terminating unset => false
-	NodeName    string
-	// Topology is the endpoint's zone and hints, for topology-aware routing
-	// (see ClusterEndpoints).
+	// Topology is the endpoint's node, zone and hints, for traffic policies and
+	// topology-aware routing (see ClusterEndpoints).
 	Topology Topology
+}
+
+// NodeName is the endpoint's node ("" when its slice does not say).
+func (e Endpoint) NodeName() string { return e.Topology.Node() }
+
+// OnNode is e on node.
+func (e Endpoint) OnNode(node string) Endpoint {
+	e.Topology = e.Topology.WithNode(node)
+	return e
 }
 
 // AddrPort returns the endpoint's address and port together.

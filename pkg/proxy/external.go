@@ -100,7 +100,7 @@ func externalSetsOf(sp endpoints.ServicePort, eps []endpoints.Endpoint, at endpo
 	if sp.ExternalLocal {
 		var here []endpoints.Endpoint
 		for _, e := range eps {
-			if e.NodeName == at.Node {
+			if e.NodeName() == at.Node {
 				here = append(here, e)
 			}
 		}

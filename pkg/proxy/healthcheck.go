@@ -38,7 +38,7 @@ func healthCheckOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 		}
 		hc.NodePort = sp.HealthCheckNodePort
 		for _, e := range eps[sp.Name] {
-			if e.Ready && e.NodeName == node {
+			if e.Ready && e.NodeName() == node {
 				local[e.Addr] = true
 			}
 		}

@@ -96,7 +96,7 @@ func TestElementsEstimate(t *testing.T) {
 	// Endpoints of another node have no hairpin element here (the fixture names none).
 	for k := range c.Snapshot.Endpoints {
 		for i := range c.Snapshot.Endpoints[k] {
-			c.Snapshot.Endpoints[k][i].NodeName = "elsewhere"
+			c.Snapshot.Endpoints[k][i] = c.Snapshot.Endpoints[k][i].OnNode("elsewhere")
 		}
 	}
 	if got := elementsEstimate(c.Snapshot, c.Changed, endpoints.Place{Node: "node"}); got != 17 {

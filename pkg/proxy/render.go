@@ -97,7 +97,8 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServiceP
 // elements at 30k Services x 10, most of the table). An endpoint without a node, or
 // a proxy not told its node, may be here.
 func hairpinHere(e endpoints.Endpoint, here endpoints.Place) bool {
-	return e.NodeName == "" || here.Node == "" || e.NodeName == here.Node
+	node := e.NodeName()
+	return node == "" || here.Node == "" || node == here.Node
 }
 
 // loadBalanceChain is the chain shared by every port with n endpoints whose
@@ -122,7 +123,7 @@ func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, here endpoints.
 	}
 	var local []endpoints.Endpoint
 	for _, e := range eps {
-		if e.NodeName == here.Node {
+		if e.NodeName() == here.Node {
 			local = append(local, e)
 		}
 	}

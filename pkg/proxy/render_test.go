@@ -66,12 +66,11 @@ func port(name string, proto string, p uint16) endpoints.ServicePort {
 }
 
 func ep(a netip.Addr, p uint16, ready, serving, terminating bool) endpoints.Endpoint {
-	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating, NodeName: "node-a"}
+	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating}.OnNode("node-a")
 }
 
 func onNode(e endpoints.Endpoint, node string) endpoints.Endpoint {
-	e.NodeName = node
-	return e
+	return e.OnNode(node)
 }
 
 func dnat(a netip.Addr, p uint16, masq bool) nft.Outcome {

@@ -15,7 +15,7 @@ import (
 // hinted is e with zone hints for zones and node hints for nodes, as the
 // EndpointSlice controller writes them for trafficDistribution.
 func hinted(e endpoints.Endpoint, zones, nodes []string) endpoints.Endpoint {
-	e.Topology = endpoints.NewTopology("", zones, nodes)
+	e.Topology = endpoints.NewTopology("", zones, nodes).WithNode(e.NodeName())
 	return e
 }
 
