@@ -14,9 +14,9 @@ func (r *Ruleset) Bind(v *View) {
 	}
 	if old := r.view; old != nil {
 		for id, e := range r.elements {
-			if e.inKernel {
+			if e.inKernel() {
 				old.Elements[id] = e.kernel
-				e.inKernel, e.kernel = false, 0
+				e.clearKernel()
 				r.elements[id] = e
 			}
 		}
@@ -32,7 +32,7 @@ func (r *Ruleset) Bind(v *View) {
 	rest := map[string]uint64{}
 	for id, h := range v.Elements {
 		if e, held := r.elements[id]; held {
-			e.inKernel, e.kernel = true, h
+			e.setKernel(h)
 			r.elements[id] = e
 			continue
 		}
@@ -45,7 +45,7 @@ func (r *Ruleset) Bind(v *View) {
 func (v *View) hash(id string) (uint64, bool) {
 	if v.bound != nil {
 		if e, held := v.bound.elements[id]; held {
-			return e.kernel, e.inKernel
+			return e.kernel, e.inKernel()
 		}
 	}
 	h, ok := v.Elements[id]
@@ -56,7 +56,7 @@ func (v *View) hash(id string) (uint64, bool) {
 func (v *View) setHash(id string, h uint64) {
 	if v.bound != nil {
 		if e, held := v.bound.elements[id]; held {
-			e.inKernel, e.kernel = true, h
+			e.setKernel(h)
 			v.bound.elements[id] = e
 			return
 		}
@@ -67,8 +67,8 @@ func (v *View) setHash(id string, h uint64) {
 // deleteHash records that the kernel no longer holds id.
 func (v *View) deleteHash(id string) {
 	if v.bound != nil {
-		if e, held := v.bound.elements[id]; held && e.inKernel {
-			e.inKernel, e.kernel = false, 0
+		if e, held := v.bound.elements[id]; held && e.inKernel() {
+			e.clearKernel()
 			v.bound.elements[id] = e
 		}
 	}
@@ -80,7 +80,7 @@ func (v *View) ElementCount() int {
 	n := len(v.Elements)
 	if v.bound != nil {
 		for _, e := range v.bound.elements {
-			if e.inKernel {
+			if e.inKernel() {
 				n++
 			}
 		}
@@ -94,14 +94,14 @@ func (r *Ruleset) takeHash(id string, e *elementEntry) {
 		return
 	}
 	if h, ok := r.view.Elements[id]; ok {
-		e.inKernel, e.kernel = true, h
+		e.setKernel(h)
 		delete(r.view.Elements, id)
 	}
 }
 
 // leaveHash hands the kernel's hash of an entry being deleted to the bound view.
 func (r *Ruleset) leaveHash(id string, e elementEntry) {
-	if r.view != nil && e.inKernel {
+	if r.view != nil && e.inKernel() {
 		r.view.Elements[id] = e.kernel
 	}
 }

@@ -105,7 +105,7 @@ func boundHashes(v *View) []string {
 	}
 	if v.bound != nil {
 		for id, e := range v.bound.elements {
-			if e.inKernel {
+			if e.inKernel() {
 				out = append(out, fmt.Sprintf("%q=%x", id, e.kernel))
 			}
 		}

@@ -89,7 +89,7 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 	entry, ok := r.elements[id]
 	switch {
 	case !ok:
-		entry = elementEntry{owner: ref, off: at.off}
+		entry = elementEntry{owner: ref, at: at.off}
 		r.takeHash(id, &entry)
 		r.elements[id] = entry
 		r.keepUndeclared(id, e)
@@ -98,16 +98,17 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 			r.markElem(owner, id)
 		}
 	case entry.owner == ref:
-		// entry.off is in the owner's previous arena, r.arenas[ref] until the switch.
+		// entry.off() is in the owner's previous arena, r.arenas[ref] until the switch.
 		if mark && r.valueOf(entry) != at.val {
 			r.markElem(owner, id)
 		}
-		entry.off = at.off
+		entry.setOff(at.off)
 		r.elements[id] = entry
 		r.keepUndeclared(id, e)
 	case owner < r.ownerNames[entry.owner]:
 		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
-		entry.owner, entry.off = ref, at.off
+		entry.owner = ref
+		entry.setOff(at.off)
 		r.elements[id] = entry
 		r.keepUndeclared(id, e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
@@ -151,7 +152,8 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	if !found { // cannot be: an owner in contested holds the element
 		nextID, off = strings.Clone(id), 0
 	}
-	entry.owner, entry.off = next, off
+	entry.owner = next
+	entry.setOff(off)
 	r.elements[nextID] = entry
 	if _, declared := r.Sets[more[0].Set]; !declared {
 		r.undeclared[id] = &more[0].Element

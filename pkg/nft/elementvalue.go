@@ -106,7 +106,7 @@ func decodeValue(s *Set, val string, e *Element) {
 
 // valueOf is the encoded value of the element an entry holds.
 func (r *Ruleset) valueOf(entry elementEntry) string {
-	return r.arenas[entry.owner].valueAt(entry.off)
+	return r.arenas[entry.owner].valueAt(entry.off())
 }
 
 // elementOf rebuilds the element the entry of id holds.

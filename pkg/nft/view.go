@@ -91,7 +91,7 @@ func (v *View) Commit(tx *Tx) {
 		}
 		if v.bound != nil {
 			for id, e := range v.bound.elements {
-				if e.inKernel && strings.HasPrefix(id, s+"\x00") {
+				if e.inKernel() && strings.HasPrefix(id, s+"\x00") {
 					v.deleteHash(id)
 				}
 			}
