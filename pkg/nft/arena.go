@@ -26,7 +26,7 @@ type arenaSpan struct {
 func newArena(elems []Element) (elementArena, []arenaSpan) {
 	size := 0
 	for i := range elems {
-		idLen, valLen := len(elems[i].Set)+1+concatLen(elems[i].Key), encodedValueLen(&elems[i])
+		idLen, valLen := idPrefixLen(elems[i].Set)+concatLen(elems[i].Key), encodedValueLen(&elems[i])
 		size += uvarintLen(uint64(idLen)) + idLen + uvarintLen(uint64(valLen)) + valLen
 	}
 	var b strings.Builder
@@ -35,10 +35,9 @@ func newArena(elems []Element) (elementArena, []arenaSpan) {
 	at := make([]offsets, len(elems))
 	for i := range elems {
 		e := &elems[i]
-		writeUvarint(&b, uint64(len(e.Set)+1+concatLen(e.Key)))
+		writeUvarint(&b, uint64(idPrefixLen(e.Set)+concatLen(e.Key)))
 		at[i].id = b.Len()
-		b.WriteString(e.Set)
-		b.WriteByte(0)
+		writeIDPrefix(&b, e.Set)
 		writeConcat(&b, e.Key)
 		at[i].idEnd = b.Len()
 		writeUvarint(&b, uint64(encodedValueLen(e)))

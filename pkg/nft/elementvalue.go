@@ -114,7 +114,7 @@ func (r *Ruleset) elementOf(id string, entry elementEntry) Element {
 	if w, ok := r.undeclared[id]; ok {
 		return *w
 	}
-	set, key, _ := strings.Cut(id, "\x00")
+	set, key := splitID(id)
 	s := r.Sets[set]
 	e := Element{Set: set}
 	e.Key, _ = splitBytes(s.Key, []byte(key))
@@ -130,8 +130,8 @@ func (r *Ruleset) keepUndeclared(id string, e Element) {
 	}
 }
 
-// setOfID is the set name an element ID starts with.
+// setOfID is the set of an element ID.
 func setOfID(id string) string {
-	set, _, _ := strings.Cut(id, "\x00")
+	set, _ := splitID(id)
 	return set
 }

@@ -108,7 +108,7 @@ func refusal(tx *Tx, sent []netlink.Message, i int, a ackError) *RefusedError {
 		var texts []string
 		owners := map[string]bool{}
 		for _, k := range keys {
-			id := set + "\x00" + string(k)
+			id := elementID(set, k)
 			texts = append(texts, tx.elementText(id, k))
 			for _, o := range tx.elementOwners(id) {
 				owners[o] = true

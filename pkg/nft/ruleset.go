@@ -280,7 +280,8 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 	return conflicts
 }
 
-// Elements returns all elements, sorted by set then key.
+// Elements returns all elements, sorted by ID (by set, in the order the process
+// first saw the set names, then by key).
 func (r *Ruleset) Elements() []Element {
 	out := make([]Element, 0, len(r.elements))
 	for id, e := range r.elements {

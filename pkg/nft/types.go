@@ -103,13 +103,12 @@ type Element struct {
 	Comment string
 }
 
-// ID identifies the element within its table: set name plus key bytes.
-// It is built in one allocation: every element rendered computes it.
+// ID identifies the element within its table: its set's code (setcode.go) and
+// its key bytes. It is built in one allocation: every element rendered computes it.
 func (e Element) ID() string {
 	var b strings.Builder
-	b.Grow(len(e.Set) + 1 + concatLen(e.Key))
-	b.WriteString(e.Set)
-	b.WriteByte(0)
+	b.Grow(idPrefixLen(e.Set) + concatLen(e.Key))
+	writeIDPrefix(&b, e.Set)
 	writeConcat(&b, e.Key)
 	return b.String()
 }

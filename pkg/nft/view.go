@@ -84,14 +84,15 @@ func (v *View) Commit(tx *Tx) {
 		delete(v.Sets, s)
 		// Deleting a set deletes its elements, also those of owners whose own changes
 		// are still to come; rare (a shard emptied), so a walk is affordable.
+		prefix := idPrefix(s)
 		for id := range v.Elements {
-			if strings.HasPrefix(id, s+"\x00") {
+			if strings.HasPrefix(id, prefix) {
 				delete(v.Elements, id)
 			}
 		}
 		if v.bound != nil {
 			for id, e := range v.bound.elements {
-				if e.inKernel() && strings.HasPrefix(id, s+"\x00") {
+				if e.inKernel() && strings.HasPrefix(id, prefix) {
 					v.deleteHash(id)
 				}
 			}
@@ -151,9 +152,9 @@ func fnvString(h uint64, s string) uint64 {
 
 // element rebuilds the key of an element the view holds, enough to delete it.
 func (v *View) element(id string) (Element, bool) {
-	set, key, ok := strings.Cut(id, "\x00")
+	set, key := splitID(id)
 	s := v.Sets[set]
-	if !ok || s == nil {
+	if s == nil {
 		return Element{}, false
 	}
 	ds, err := splitBytes(s.Key, []byte(key))
