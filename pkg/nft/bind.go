@@ -75,19 +75,6 @@ func (v *View) deleteHash(id string) {
 	delete(v.Elements, id)
 }
 
-// ElementCount is the number of elements the view records the kernel holding.
-func (v *View) ElementCount() int {
-	n := len(v.Elements)
-	if v.bound != nil {
-		for _, e := range v.bound.elements {
-			if e.inKernel() {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // takeHash moves the kernel's hash of id from the bound view's map into a new entry.
 func (r *Ruleset) takeHash(id string, e *elementEntry) {
 	if r.view == nil {
