@@ -27,7 +27,8 @@
 # BENCH_STICKY=1: every Service has ClientIP affinity. BENCH_EXTERNAL=1: a third of
 # the Services have a NodePort (issue 8; some LoadBalancer, some externalIPs).
 # BENCH_SIDE_HEAPPROFILE=DIR: svcproxy's heap profile after each side-by-side cold
-# sync goes to DIR/<kind>-<size>.heap (it runs with --profiling).
+# sync goes to DIR/<kind>-<size>.heap (it runs with --profiling). BENCH_SIDE_CPUPROFILE=DIR:
+# a CPU profile of svcproxy's first 15 s (lists and cold sync) goes to DIR/<kind>-<size>.cpu.
 # BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory); BENCH_PLOTS=DIR
 # is where the plots go (default docs/bench).
 set -euo pipefail
@@ -87,7 +88,7 @@ if [ "$side" != none ]; then
       E2E_BENCH_SIZES="$side" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
       E2E_BENCH_OUT="$out/side.jsonl" E2E_BENCH_PROXIES="${BENCH_PROXIES:-svcproxy kube-proxy-nftables}" \
       E2E_BENCH_SVCPROXY_BEFORE="${BENCH_SVCPROXY_BEFORE:-}" E2E_BENCH_WRITE="${BENCH_WRITE:-api}" \
-      E2E_BENCH_HEAPPROFILE="${BENCH_SIDE_HEAPPROFILE:-}" \
+      E2E_BENCH_HEAPPROFILE="${BENCH_SIDE_HEAPPROFILE:-}" E2E_BENCH_CPUPROFILE="${BENCH_SIDE_CPUPROFILE:-}" \
       bin/e2e.test -test.run '^TestBenchSideBySide$' -test.v -test.count=1 -test.timeout=3h >&2
   fi
 fi

@@ -1,6 +1,7 @@
 package benchworld
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -21,7 +22,15 @@ const (
 	sentinels = 128
 	// roundPause spaces the rounds of probes, so that probing takes little of the
 	// CPU the proxy being measured needs; it bounds the resolution of AllAnswer.
-	roundPause = 5 * time.Millisecond
+	roundPause = 20 * time.Millisecond
+	// idleRounds is how much longer than a round the pause after it is at least.
+	// A Service not programmed yet is refused at once, so a round of sentinels is
+	// a burst of CPU: with a fixed 5 ms pause the prober took half a core of the
+	// machine's two while a 30k cold sync was timed.
+	idleRounds = 10
+	// sweepTimeout is the sweep's connect timeout: past the first retransmission
+	// of a SYN (the kernel's initial RTO is 1 s).
+	sweepTimeout = 1500 * time.Millisecond
 )
 
 // AllAnswer returns when every target has answered from one of its own endpoints,
@@ -32,9 +41,9 @@ const (
 // of them answered; then it sweeps every target once, and probes again those that
 // did not answer yet until they do. The time returned is the later of the sample's
 // and the stragglers' last first answer: traffic decides, never a proxy's word.
-func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (time.Time, error) {
+func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (Converged, error) {
 	if len(targets) == 0 {
-		return time.Now(), nil
+		return Converged{At: time.Now()}, nil
 	}
 	sample := map[int]bool{0: true, len(targets) - 1: true}
 	for len(sample) < min(sentinels, len(targets)) {
@@ -46,33 +55,51 @@ func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (t
 	}
 	last, err := untilAnswered(ctx, p, targets, idx, workers)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sample: %w", err)
+		return Converged{}, fmt.Errorf("sample: %w", err)
 	}
+	c := Converged{At: last, Sample: last}
 	idx = idx[:0]
 	for i := range targets {
 		if !sample[i] {
 			idx = append(idx, i)
 		}
 	}
-	// The sweep: one probe each; those that answer were answering already.
+	// The sweep: one probe each; those that answer were answering already. A
+	// target found missing is timed from the end of the sweep, seconds later, so
+	// its connect may take as long as a lost SYN's retransmission: what the sweep
+	// misses was refused (not programmed) or answered from elsewhere, not a SYN
+	// lost on a busy machine (2 of 30k were, with the sample's 50 ms).
 	var mu sync.Mutex
 	var missing []int
 	parallel(len(idx), workers, func(k int) {
 		t := targets[idx[k]]
-		if a, _, err := p.Probe(t.IP, t.Port); err != nil || !t.Serves(a) {
+		if a, _, err := p.probe(t.IP, t.Port, max(p.timeout, sweepTimeout)); err != nil || !t.Serves(a) {
 			mu.Lock()
 			missing = append(missing, idx[k])
+			if err == nil {
+				err = fmt.Errorf("%s:%d answered from %s, not one of its endpoints", t.IP, t.Port, a)
+			}
+			c.FirstMiss = cmp.Or(c.FirstMiss, err)
 			mu.Unlock()
 		}
 	})
+	c.SweepEnd, c.Stragglers = time.Now(), len(missing)
 	if len(missing) == 0 {
-		return last, nil
+		return c, nil
 	}
-	stragglers, err := untilAnswered(ctx, p, targets, missing, workers)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%d targets after the sample: %w", len(missing), err)
+	if c.At, err = untilAnswered(ctx, p, targets, missing, workers); err != nil {
+		return Converged{}, fmt.Errorf("%d targets after the sample: %w", len(missing), err)
 	}
-	return stragglers, nil // later than the sample's by construction
+	return c, nil // later than the sample's by construction
+}
+
+// Converged is what AllAnswer found.
+type Converged struct {
+	At         time.Time // the last target's first answer
+	Sample     time.Time // the sample's last first answer
+	SweepEnd   time.Time // when the sweep over the others ended (zero: no sweep)
+	Stragglers int       // targets the sweep found not answering: At is theirs
+	FirstMiss  error     // why the first of them did not answer
 }
 
 // untilAnswered probes targets[idx] round and round until each has answered from
@@ -85,6 +112,7 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 	}
 	var last time.Time
 	var lastErr error
+	var took time.Duration // the last round's
 	first := true
 	for {
 		mu.Lock()
@@ -98,9 +126,10 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 		}
 		if !first {
 			// Leave the CPU to the proxy being measured.
-			time.Sleep(roundPause)
+			time.Sleep(max(roundPause, idleRounds*took))
 		}
 		first = false
+		roundStart := time.Now()
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, fmt.Errorf("%d of %d never answered from their endpoints (last error %v): %w", len(round), len(idx), lastErr, err)
 		}
@@ -122,6 +151,7 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 				}
 			}
 		})
+		took = time.Since(roundStart)
 	}
 }
 

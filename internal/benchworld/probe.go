@@ -23,8 +23,11 @@ type Prober struct {
 	spare   map[int][]int // by address family: unix.AF_INET, unix.AF_INET6
 }
 
+// minReadTimeout bounds a probe's read of the answer, however short its connect's.
+const minReadTimeout = time.Second
+
 // NewProber probes from the world's client namespace; timeout bounds each connect
-// and read (a SYN that nothing answers).
+// (a SYN that nothing answers) and read (at least minReadTimeout).
 func (w *World) NewProber(timeout time.Duration) *Prober {
 	return &Prober{ns: w.Client, timeout: timeout, spare: map[int][]int{}}
 }
@@ -71,6 +74,11 @@ func (p *Prober) Close() {
 // (connects with SO_SNDTIMEO are not restarted) returns an error wrapping
 // unix.EINTR: the attempt says nothing about the path, try again.
 func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
+	return p.probe(addr, port, p.timeout)
+}
+
+// probe is Probe with a connect timeout of its own.
+func (p *Prober) probe(addr netip.Addr, port int, timeout time.Duration) (answer netip.Addr, connect time.Duration, err error) {
 	af, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: port, Addr: addr.As16()})
 	if addr.Is4() {
 		af, sa = unix.AF_INET, &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
@@ -80,11 +88,17 @@ func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect ti
 		return netip.Addr{}, 0, err
 	}
 	defer unix.Close(fd)
-	tv := unix.NsecToTimeval(p.timeout.Nanoseconds())
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
 	// A blocking connect gives up after SO_SNDTIMEO.
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
 		return netip.Addr{}, 0, fmt.Errorf("SO_SNDTIMEO: %w", err)
 	}
+	// Once connected, the path is programmed (nothing answers a SYN to a
+	// ClusterIP that is not), and the read only names the endpoint; the endpoint
+	// is a goroutine of the harness, which a busy machine may run later than a
+	// short connect timeout: a read that gave up then counted a programmed
+	// Service as not answering, and a cold sync as seconds longer.
+	tv = unix.NsecToTimeval(max(timeout, minReadTimeout).Nanoseconds())
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return netip.Addr{}, 0, fmt.Errorf("SO_RCVTIMEO: %w", err)
 	}

@@ -80,12 +80,15 @@ func TestAllAnswer(t *testing.T) {
 		targets = append(targets, Target{IP: a, Port: Port, Serves: func(got netip.Addr) bool { return got == a }})
 	}
 	start := time.Now()
-	last, err := AllAnswer(context.Background(), p, targets, 2)
+	c, err := AllAnswer(context.Background(), p, targets, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last.Before(start) || time.Since(last) < 0 {
-		t.Errorf("last answer at %v, outside the call (%v..now)", last, start)
+	if c.At.Before(start) || time.Since(c.At) < 0 {
+		t.Errorf("last answer at %v, outside the call (%v..now)", c.At, start)
+	}
+	if c.Stragglers != 0 || c.At != c.Sample || c.SweepEnd.Before(c.Sample) {
+		t.Errorf("every target answering from the start: got %+v, want no stragglers and the sample's time", c)
 	}
 
 	// One target whose answers are never its endpoints: never done.

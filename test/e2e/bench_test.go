@@ -60,6 +60,9 @@ type benchRun struct {
 // E2E_BENCH_SVCPROXY_BEFORE, to compare two builds on the same objects.
 // E2E_BENCH_HEAPPROFILE=DIR: svcproxy runs with --profiling, and its heap profile
 // after the cold sync (a collection first) is written to DIR/<kind>-<size>.heap.
+// E2E_BENCH_CPUPROFILE=DIR: svcproxy runs with --profiling, and a CPU profile of
+// its first benchCPUProfileFor (the cold sync, lists included) is written to
+// DIR/<kind>-<size>.cpu.
 func TestBenchSideBySide(t *testing.T) {
 	if os.Getenv("E2E_BENCH") == "" {
 		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
@@ -143,12 +146,16 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 
 	nd := &node{name: benchNodeName, netns: w.Node, ip: benchNodeIP}
 	name := fmt.Sprintf("bench-%s-%d", kind, n)
+	c.untilControlPlaneQuiet(ctx)
+	cp0 := c.controlPlaneCPU()
 	start := time.Now()
 	cmd := c.proxyCommandAs(kind, nd)
 	if kind == "svcproxy-before" {
 		cmd[0] = os.Getenv("E2E_BENCH_SVCPROXY_BEFORE") // another build, same flags
 	}
-	if os.Getenv("E2E_BENCH_HEAPPROFILE") != "" && strings.HasPrefix(kind, "svcproxy") {
+	cpuDir := os.Getenv("E2E_BENCH_CPUPROFILE")
+	profiled := strings.HasPrefix(kind, "svcproxy")
+	if profiled && (os.Getenv("E2E_BENCH_HEAPPROFILE") != "" || cpuDir != "") {
 		cmd = append(cmd, "--profiling")
 	}
 	p, err := c.start(name, w.Node, cmd...)
@@ -156,14 +163,26 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 		return nil, err
 	}
 	defer p.stop(5 * time.Second)
+	cpuProfiled := make(chan error, 1)
+	if profiled && cpuDir != "" {
+		go func() {
+			cpuProfiled <- benchCPUProfile(ctx, nd, filepath.Join(cpuDir, fmt.Sprintf("%s-%d.cpu", kind, n)), benchCPUProfileFor)
+		}()
+	} else {
+		cpuProfiled <- nil
+	}
 	coldCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	c.logf("bench: %s at %d Services: waiting for every ClusterIP to answer", kind, n)
-	last, err := benchworld.AllAnswer(coldCtx, pr, targets, 2)
+	conv, err := benchworld.AllAnswer(coldCtx, pr, targets, 2)
 	if err != nil {
 		return nil, fmt.Errorf("cold sync (log %s): %w", filepath.Join(c.logDir, name+".log"), err)
 	}
-	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: last.Sub(start).Seconds(), Changes: changes}
+	if conv.Stragglers > 0 {
+		c.logf("bench: %s at %d Services: the sample answered at %.2f s, the sweep ended at %.2f s and found %d not answering yet (first: %v)",
+			kind, n, conv.Sample.Sub(start).Seconds(), conv.SweepEnd.Sub(start).Seconds(), conv.Stragglers, conv.FirstMiss)
+	}
+	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: conv.At.Sub(start).Seconds(), Changes: changes}
 	r.RSSMiB, r.HWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
 	if dir := os.Getenv("E2E_BENCH_HEAPPROFILE"); dir != "" && strings.HasPrefix(kind, "svcproxy") {
 		if err := benchHeapProfile(nd, filepath.Join(dir, fmt.Sprintf("%s-%d.heap", kind, n))); err != nil {
@@ -171,7 +190,12 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 		}
 	}
 	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
-	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB", kind, n, r.ColdSecs, r.ColdCPU, r.Load, r.RSSMiB, r.HWMMiB)
+	cpCPU := c.controlPlaneCPU() - cp0
+	if err := <-cpuProfiled; err != nil {
+		return nil, err
+	}
+	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, control plane's %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB",
+		kind, n, r.ColdSecs, r.ColdCPU, cpCPU, r.Load, r.RSSMiB, r.HWMMiB)
 
 	var took []time.Duration
 	for s := 1; s <= changes; s++ {
@@ -220,6 +244,42 @@ func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Pr
 		return 0, err
 	}
 	return at.Sub(start), nil
+}
+
+// untilControlPlaneQuiet waits, up to 3 minutes, until the control plane's
+// processes (etcd, kube-apiserver, the controllers) together use under a
+// quarter of a core for 2 seconds running (idle, with 30k Services and its
+// repair loops, they use about a tenth): a proxy's cold sync is timed against an
+// apiserver that is not still digesting the objects just written (its watch
+// caches, the controllers' informers, its repair loops), as a node agent that
+// restarts in a running cluster finds it.
+func (c *cluster) untilControlPlaneQuiet(ctx context.Context) {
+	const quietFor, busy = 2, 0.25 // seconds; CPU seconds per second
+	start, prev, quiet := time.Now(), c.controlPlaneCPU(), 0
+	for quiet < quietFor && time.Since(start) < 3*time.Minute && ctx.Err() == nil {
+		time.Sleep(time.Second)
+		now := c.controlPlaneCPU()
+		if now-prev < busy {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		prev = now
+	}
+	if quiet < quietFor {
+		c.logf("bench: control plane still busy after %v: timing anyway", time.Since(start).Round(time.Second))
+		return
+	}
+	c.logf("bench: control plane quiet after %v", time.Since(start).Round(time.Second))
+}
+
+// controlPlaneCPU is the CPU seconds the control plane's processes used so far.
+func (c *cluster) controlPlaneCPU() float64 {
+	var sum float64
+	for _, p := range c.control {
+		sum += procCPUSeconds(p.pid())
+	}
+	return sum
 }
 
 // plugIntoBridge gives namespace nsName an eth0 on the cluster's bridge with the
@@ -313,6 +373,36 @@ func writeBenchRun(t *testing.T, r benchRun) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s\n", b)
+}
+
+// benchCPUProfileFor is how long the CPU profile of a cold start runs.
+const benchCPUProfileFor = 15 * time.Second
+
+// benchCPUProfile writes a CPU profile of the proxy on nd (run with --profiling)
+// over its first d to path: it asks as soon as the proxy serves its metrics port.
+func benchCPUProfile(ctx context.Context, nd *node, path string, d time.Duration) error {
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: netns.DialFunc(nd.netns, time.Second), DisableKeepAlives: true},
+		Timeout:   d + time.Minute,
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", metricsPort, int(d.Seconds()))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(url)
+		if err != nil {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("CPU profile: %w", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("CPU profile: status %d, %v", resp.StatusCode, err)
+		}
+		return os.WriteFile(path, b, 0o644)
+	}
 }
 
 // benchHeapProfile writes the heap profile of the proxy on nd (run with
