@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -55,15 +54,7 @@ func (n *Netlink) DestroyElements(ctx context.Context, family Family, table stri
 }
 
 func (n *Netlink) deleteElements(family Family, table string, elems []Element, destroy bool) error {
-	c, captured := captureConn()
-	t := &nftables.Table{Family: nftables.TableFamily(family), Name: table}
-	if err := sendElements(c, t, elems, false); err != nil {
-		return err
-	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("encode batch: %w", err)
-	}
-	msgs := *captured
+	msgs := framed(appendElementMessages(nil, family, table, elems, false))
 	if destroy {
 		for i := range msgs {
 			if int(msgs[i].Header.Type)&0xff == unix.NFT_MSG_DELSETELEM {

@@ -160,9 +160,14 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 	for _, ch := range tx.NewChains {
 		c.AddChain(netlinkChain(t, ch))
 	}
-	if err := sendElements(c, t, tx.DelElements, false); err != nil {
+	// The library encodes the table, sets, chains and rules; the elements,
+	// most of a big transaction, are encoded here (elemmsg.go), in their place
+	// in the batch: deletions before the rules change, additions after.
+	b := batchOf(captured)
+	if err := b.take(c); err != nil {
 		return err
 	}
+	b.msgs = appendElementMessages(b.msgs, tx.Family, tx.Table, tx.DelElements, false)
 	for _, ch := range tx.Chains {
 		nc := &nftables.Chain{Table: t, Name: ch.Name}
 		c.FlushChain(nc)
@@ -170,9 +175,10 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 			c.AddRule(&nftables.Rule{Table: t, Chain: nc, Exprs: ruleExprs(ctx, r), UserData: ruleUserData(r)})
 		}
 	}
-	if err := sendElements(c, t, tx.AddElements, true); err != nil {
+	if err := b.take(c); err != nil {
 		return err
 	}
+	b.msgs = appendElementMessages(b.msgs, tx.Family, tx.Table, tx.AddElements, true)
 	// Empty every chain to delete before deleting any, then the sets, then the chains:
 	// rules and verdict-map elements (ours or another program's) may refer to any of
 	// them, and the kernel refuses to delete a chain or set still referred to.
@@ -185,14 +191,55 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 	for _, name := range tx.DelChains {
 		c.DelChain(&nftables.Chain{Table: t, Name: name})
 	}
+	if err := b.take(c); err != nil {
+		return err
+	}
+	msgs := b.end()
+	if err := withSetUserData(msgs, tx.AddSets); err != nil {
+		return err
+	}
+	withCtIPKeys(msgs, tx.Family)
+	return n.sendBatch(tx, msgs)
+}
+
+// batch assembles the messages of one transaction from what a capturing
+// connection encodes, a part at a time, and messages encoded here in between.
+type batch struct {
+	captured *[]netlink.Message
+	msgs     []netlink.Message
+}
+
+func batchOf(captured *[]netlink.Message) *batch { return &batch{captured: captured} }
+
+// take encodes the messages queued on c and appends them, without the
+// library's BATCH_BEGIN and BATCH_END: end frames the whole.
+func (b *batch) take(c *nftables.Conn) error {
+	*b.captured = (*b.captured)[:0]
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("encode batch: %w", err)
 	}
-	if err := withSetUserData(*captured, tx.AddSets); err != nil {
-		return err
+	if got := *b.captured; len(got) > 2 { // nothing queued: Flush encodes nothing
+		b.msgs = append(b.msgs, got[1:len(got)-1]...)
 	}
-	withCtIPKeys(*captured, tx.Family)
-	return n.sendBatch(tx, *captured)
+	return nil
+}
+
+// end returns the messages framed as one batch.
+func (b *batch) end() []netlink.Message { return framed(b.msgs) }
+
+// framed is msgs between a BATCH_BEGIN and a BATCH_END for nf_tables, as the
+// library frames a batch.
+func framed(msgs []netlink.Message) []netlink.Message {
+	mark := func(typ uint16) netlink.Message {
+		return netlink.Message{
+			Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
+			Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES},
+		}
+	}
+	out := make([]netlink.Message, 0, len(msgs)+2)
+	out = append(out, mark(unix.NFNL_MSG_BATCH_BEGIN))
+	out = append(out, msgs...)
+	return append(out, mark(unix.NFNL_MSG_BATCH_END))
 }
 
 // captureConn returns a google/nftables connection that encodes but does not send:
@@ -363,58 +410,6 @@ func ruleUserData(r Rule) []byte {
 	}
 	h := r.Hash()
 	return userdata.Append(ud, ruleHashType, []byte{byte(h >> 56), byte(h >> 48), byte(h >> 40), byte(h >> 32), byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)})
-}
-
-// sendElements batches elements per set, a bounded number per message.
-func sendElements(c *nftables.Conn, t *nftables.Table, elems []Element, add bool) error {
-	// Each set's list is sized once from a count: grown by appending, the lists
-	// of a cold sync's transactions were a tenth of all it allocated.
-	count := map[string]int{}
-	var order []string
-	for _, e := range elems {
-		if count[e.Set] == 0 {
-			order = append(order, e.Set)
-		}
-		count[e.Set]++
-	}
-	bySet := make(map[string][]nftables.SetElement, len(order))
-	for _, e := range elems {
-		l, ok := bySet[e.Set]
-		if !ok {
-			l = make([]nftables.SetElement, 0, count[e.Set])
-		}
-		bySet[e.Set] = append(l, netlinkElement(e))
-	}
-	for _, name := range order {
-		// Only the name, table and timeout flag of the set matter for element messages.
-		s := &nftables.Set{Table: t, Name: name, HasTimeout: true}
-		all := bySet[name]
-		for len(all) > 0 {
-			n := min(len(all), elementsPerMessage)
-			var err error
-			if add {
-				err = c.SetAddElements(s, all[:n])
-			} else {
-				err = c.SetDeleteElements(s, all[:n])
-			}
-			if err != nil {
-				return fmt.Errorf("elements of set %s: %w", name, err)
-			}
-			all = all[n:]
-		}
-	}
-	return nil
-}
-
-func netlinkElement(e Element) nftables.SetElement {
-	el := nftables.SetElement{Key: concatBytes(e.Key), Timeout: e.Timeout, Comment: limitComment(e.Comment)}
-	switch {
-	case e.Verdict != nil:
-		el.VerdictData = e.Verdict.expr()
-	case len(e.Data) > 0:
-		el.Val = concatBytes(e.Data)
-	}
-	return el
 }
 
 var setDatatypes = map[DataType]nftables.SetDatatype{
