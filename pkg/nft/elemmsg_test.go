@@ -214,3 +214,31 @@ func (r *byteReader) datum() Datum {
 	}
 	return Mark(uint32(r.next()))
 }
+
+// TestEncodeBatchAsTheNetlinkPackage: the bytes sent are what the netlink
+// package's marshalling gives for the same headers.
+func TestEncodeBatchAsTheNetlinkPackage(t *testing.T) {
+	a := netip.MustParseAddr("10.96.0.1")
+	var elems []Element
+	for i := range 700 {
+		elems = append(elems, Element{Set: fmt.Sprintf("s%d", i%3), Key: []Datum{IP(a), Port(uint16(i))}, Comment: strings.Repeat("x", i%7)})
+	}
+	msgs := framed(appendElementMessages(nil, FamilyIPv4, "t", elems, true))
+	msgs = append(msgs[:1:1], append([]netlink.Message{{Header: netlink.Header{Type: 3, Flags: 1}, Data: []byte{1, 2, 3}}}, msgs[1:]...)...) // one unpadded
+	seq := uint32(41)
+	got := encodeBatch([]byte("prefix"), msgs, &seq)
+	want := []byte("prefix")
+	for i, m := range msgs {
+		if m.Header.Sequence != uint32(42+i) || m.Header.Length == 0 {
+			t.Fatalf("message %d: header %+v, want sequence %d and a length", i, m.Header, 42+i)
+		}
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoded batch (%d bytes) differs from the netlink package's (%d bytes)", len(got), len(want))
+	}
+}

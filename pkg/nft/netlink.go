@@ -47,6 +47,10 @@ type Netlink struct {
 	mu     sync.Mutex
 	batch  *netlink.Conn
 	dialed int // sockets opened for transactions, for tests
+	// What each transaction sends and reads back is encoded and received in
+	// buffers kept between transactions (see sendbuf.go), under mu.
+	sendBuf, replyBuf []byte
+	seq               uint32
 }
 
 // Close closes the transaction socket, if open; the next Apply opens another.
@@ -281,11 +285,10 @@ func (n *Netlink) sendBatch(tx *Tx, msgs []netlink.Message) error {
 		// Capped, extended acknowledgements for batches only: receiveOutcome
 		// decodes them, the library's dump readers on the same socket do not.
 		_ = batchAcks(conn, true) // best effort, as receiveOutcome reads either form
-		sent, err := conn.SendMessages(msgs)
-		if err != nil {
+		if err := n.send(conn, msgs); err != nil {
 			return fmt.Errorf("send batch of %d messages: %w", len(msgs), err)
 		}
-		if err := receiveOutcome(conn, tx, sent, last); err != nil {
+		if err := receiveOutcome(conn, tx, msgs, last, n.reply()); err != nil {
 			return err
 		}
 		return batchAcks(conn, false)
@@ -309,7 +312,7 @@ func batchAcks(conn *netlink.Conn, on bool) error {
 // reason and the object and owners of the refused message. The library's own
 // receive cannot decode the capped extended acks we ask for, so the replies are
 // read and decoded here.
-func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int) error {
+func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int, buf []byte) error {
 	want, begin := sent[last].Header.Sequence, sent[0].Header.Sequence
 	index := map[uint32]int{}
 	for i, m := range sent {
@@ -320,7 +323,6 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 		return fmt.Errorf("netlink socket: %w", err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	buf := make([]byte, 1<<20)
 	var refused []error
 	// The kernel answers the whole batch before sendmsg returns; after an error on
 	// the batch header (which may end the batch early) read only what is queued.
