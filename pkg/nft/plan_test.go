@@ -215,3 +215,19 @@ func TestSharedChainsLiveWhileAnyOwnerUsesThem(t *testing.T) {
 	}
 	v.Commit(tx)
 }
+
+// TestFullPlanWalksANewOwnersElementsOnce: a cold start's first sync is a full
+// one, which marks every owner's elements after their new fragments did; each
+// element is still walked once (counted by the room the plan reserves).
+func TestFullPlanWalksANewOwnersElementsOnce(t *testing.T) {
+	r := newTestRuleset()
+	r.SetFragment("svc/a", svcFragment("svc-a", "10.96.0.1", "10.0.0.1", "10.0.0.2"))
+	r.SetFragment("svc/b", svcFragment("svc-b", "10.96.0.2", "10.0.0.3"))
+	tx := PlanFull(r, NewView())
+	if got := len(tx.AddElements); got != 7 {
+		t.Fatalf("%d elements added, want 7", got)
+	}
+	if got := cap(tx.AddElements); got != 7 {
+		t.Errorf("room for %d elements reserved, want 7: marked elements were walked twice", got)
+	}
+}

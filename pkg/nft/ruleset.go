@@ -3,6 +3,7 @@ package nft
 import (
 	"hash/fnv"
 	"iter"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -312,10 +313,16 @@ func (r *Ruleset) keys(owner string) *dirtyKeys {
 func (r *Ruleset) markChain(owner, name string) { r.keys(owner).markChain(name) }
 func (r *Ruleset) markElem(owner, id string)    { r.keys(owner).markElem(id) }
 
-// markWhole marks every element of the arena a, owner's.
+// markWhole marks every element of the arena a, owner's. An arena marked
+// already is not added again: a cold start's full sync marks every owner's
+// (MarkAllDirty) after its new fragment did, and the plan then walked, looked
+// up and reserved room for every element twice.
 func (r *Ruleset) markWhole(owner string, a elementArena) {
-	if a != "" {
-		d := r.keys(owner)
+	if a == "" {
+		return
+	}
+	d := r.keys(owner)
+	if !slices.Contains(d.whole, a) { // the same string: compared by pointer first
 		d.whole = append(d.whole, a)
 	}
 }
