@@ -121,7 +121,12 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		if wanted {
 			want = desired.elementOf(id, entry)
 		}
-		curHash, exists := v.hash(id)
+		// The view bound to this ruleset keeps the kernel's hash in the entry just
+		// read: a second lookup of each of a cold sync's 363k IDs in the same map.
+		curHash, exists := entry.kernel, entry.inKernel()
+		if !wanted || v.bound != desired {
+			curHash, exists = v.hash(id)
+		}
 		same := exists && wanted && curHash == valueHash(want)
 		if same || (!exists && !wanted) {
 			continue
