@@ -20,8 +20,10 @@ import (
 // mass update's forever.
 const keptSendBuf = 4 << 20
 
-// replyBufSize bounds one datagram of the kernel's replies to a batch.
-const replyBufSize = 1 << 20
+// replyBufSize bounds one datagram of the kernel's replies to a batch: each
+// is one message's acknowledgement, capped (without the message it answers)
+// or not (a message stays under 64 KiB: elementsPerMessage).
+const replyBufSize = 128 << 10
 
 // send encodes msgs (encodeBatch) and sends them in one sendmsg on conn. n.mu
 // is held.
@@ -79,6 +81,15 @@ func encodeBatch(dst []byte, msgs []netlink.Message, seq *uint32) []byte {
 		}
 	}
 	return dst
+}
+
+// ReleaseBuffers drops the buffers kept between transactions: after a big
+// sync they would hold its largest batch (1-2 MB at 30k Services) for the life
+// of the process.
+func (n *Netlink) ReleaseBuffers() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sendBuf, n.replyBuf = nil, nil
 }
 
 // reply is the buffer the kernel's replies are read into. n.mu is held.

@@ -86,7 +86,7 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	unlock()
 	p.reconcileConntrack(full)
 	p.reconcileUnanswered(snap, full || objects > 0)
-	releaseMemory(objects)
+	p.releaseMemory(objects)
 	p.recordSync(start, full, len(changed), objects, syncErr == nil)
 	return syncErr
 }
@@ -114,8 +114,11 @@ func (p *Proxy) settle() map[string]bool {
 // builds hundreds of MiB of netlink messages that are garbage once the kernel
 // answered, and the process would otherwise stay at its peak size until the next GC
 // cycles.
-func releaseMemory(objects int) {
+func (p *Proxy) releaseMemory(objects int) {
 	if objects > bigTransaction {
+		if k, ok := p.cfg.Kernel.(interface{ ReleaseBuffers() }); ok {
+			k.ReleaseBuffers() // the biggest batch's buffer (nft.Netlink)
+		}
 		debug.FreeOSMemory()
 	}
 }
