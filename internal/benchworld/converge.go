@@ -40,9 +40,9 @@ const (
 // and the time the last of them first did. A sweep over tens of thousands of
 // targets takes seconds, which would be added to every measurement, so it first
 // probes, round and round, a spread sample of targets (the first, the last and
-// random ones: every transaction a proxy splits its sync into holds some) until all
-// of them answered; then it sweeps every target once, and probes again those that
-// did not answer yet until they do. The time returned is the later of the sample's
+// random ones: most transactions a proxy splits its sync into hold some) until all
+// of them answered; then it sweeps every target once, and probes one that does not
+// answer yet again until it does. The time returned is the later of the sample's
 // and the stragglers' last first answer: traffic decides, never a proxy's word.
 func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (Converged, error) {
 	if len(targets) == 0 {
@@ -67,38 +67,45 @@ func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (C
 			idx = append(idx, i)
 		}
 	}
-	// The sweep: one probe each; those that answer were answering already. A
-	// target found missing is timed from the end of the sweep, seconds later, so
-	// its connect may take as long as a lost SYN's retransmission: what the sweep
-	// misses was refused (not programmed) or answered from elsewhere, not a SYN
-	// lost on a busy machine (2 of 30k were, with the sample's 50 ms), nor a
-	// connect a signal interrupted (retried: one stamped a 4.6 s sync 8.4 s).
+	// The sweep: one probe each; those that answer were answering already. One
+	// that does not is probed again at once until it answers, and its first
+	// answer counts: the sample answers as the last transactions still commit,
+	// and probed again only after the sweep, 9 such stragglers were stamped 4 s
+	// late. A miss is a refusal (not programmed) or an answer from elsewhere:
+	// the connect waits past a lost SYN's retransmission (2 of 30k were lost
+	// with the sample's 50 ms), and a connect a signal interrupted is retried
+	// (one stamped a 4.6 s sync 8.4 s).
 	var mu sync.Mutex
-	var missing []int
+	var sweepErr error
 	parallel(len(idx), workers, func(k int) {
 		t := targets[idx[k]]
 		a, _, err := p.probe(t.IP, t.Port, max(p.timeout, sweepTimeout))
 		for try := 0; errors.Is(err, unix.EINTR) && try < 3; try++ {
 			a, _, err = p.probe(t.IP, t.Port, max(p.timeout, sweepTimeout)) // a signal: says nothing
 		}
-		if err != nil || !t.Serves(a) {
-			mu.Lock()
-			missing = append(missing, idx[k])
-			if err == nil {
-				err = fmt.Errorf("%s:%d answered from %s, not one of its endpoints", t.IP, t.Port, a)
-			}
-			c.FirstMiss = cmp.Or(c.FirstMiss, err)
-			mu.Unlock()
+		if err == nil && t.Serves(a) {
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("%s:%d answered from %s, not one of its endpoints", t.IP, t.Port, a)
+		}
+		at, uerr := untilAnswered(ctx, p, targets, []int{idx[k]}, 1)
+		mu.Lock()
+		defer mu.Unlock()
+		c.Stragglers++
+		c.FirstMiss = cmp.Or(c.FirstMiss, err)
+		if uerr != nil {
+			sweepErr = cmp.Or(sweepErr, uerr)
+		}
+		if at.After(c.At) {
+			c.At = at
 		}
 	})
-	c.SweepEnd, c.Stragglers = time.Now(), len(missing)
-	if len(missing) == 0 {
-		return c, nil
+	c.SweepEnd = time.Now()
+	if sweepErr != nil {
+		return Converged{}, fmt.Errorf("%d targets after the sample: %w", c.Stragglers, sweepErr)
 	}
-	if c.At, err = untilAnswered(ctx, p, targets, missing, workers); err != nil {
-		return Converged{}, fmt.Errorf("%d targets after the sample: %w", len(missing), err)
-	}
-	return c, nil // later than the sample's by construction
+	return c, nil
 }
 
 // Converged is what AllAnswer found.
@@ -106,7 +113,7 @@ type Converged struct {
 	At         time.Time // the last target's first answer
 	Sample     time.Time // the sample's last first answer
 	SweepEnd   time.Time // when the sweep over the others ended (zero: no sweep)
-	Stragglers int       // targets the sweep found not answering: At is theirs
+	Stragglers int       // targets the sweep found not answering yet: At may be theirs
 	FirstMiss  error     // why the first of them did not answer
 }
 
