@@ -93,7 +93,7 @@ func compareElementMessages(t testing.TB, family Family, table string, elems []E
 		t.Fatalf("%d messages, the library's %d", len(got), len(want))
 	}
 	for i := range got {
-		// Length, sequence and port are the sender's (sendBatch sets them).
+		// Length, sequence and port are the sender's (encodeBatch sets them).
 		if g, w := got[i].Header, want[i].Header; g.Type != w.Type || g.Flags != w.Flags {
 			t.Errorf("message %d: type %v flags %v, the library's %v %v", i, g.Type, g.Flags, w.Type, w.Flags)
 		}
