@@ -112,7 +112,7 @@ func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (C
 type Converged struct {
 	At         time.Time // the last target's first answer
 	Sample     time.Time // the sample's last first answer
-	SweepEnd   time.Time // when the sweep over the others ended (zero: no sweep)
+	SweepEnd   time.Time // when the sweep over the others ended (zero: no targets)
 	Stragglers int       // targets the sweep found not answering yet: At may be theirs
 	FirstMiss  error     // why the first of them did not answer
 }

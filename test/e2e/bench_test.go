@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -254,41 +253,29 @@ func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Pr
 
 // untilControlPlaneQuiet waits, up to 3 minutes, until the control plane's
 // processes (etcd, kube-apiserver, the controllers) together use under a
-// quarter of a core for 2 seconds running (idle, with 30k Services and its
-// repair loops, they use about a tenth) and the apiserver has logged no
-// ClusterIP repair meanwhile (see apiserverRepairs): a proxy's cold sync is timed against an
-// apiserver that is not still digesting the objects just written (its watch
-// caches, the controllers' informers, its repair loops), as a node agent that
-// restarts in a running cluster finds it.
+// quarter of a core for 2 seconds running (idle, with 30k Services, they use
+// about a tenth): a proxy's cold sync is timed against an apiserver that is
+// not still digesting the objects just written (its watch caches, the
+// controllers' informers), as a node agent that restarts in a running cluster
+// finds it.
 func (c *cluster) untilControlPlaneQuiet(ctx context.Context) {
 	const quietFor, busy = 2, 0.25 // seconds; CPU seconds per second
 	start, prev, quiet := time.Now(), c.controlPlaneCPU(), 0
-	prevRepairs := c.apiserverRepairs()
 	for quiet < quietFor && time.Since(start) < 3*time.Minute && ctx.Err() == nil {
 		time.Sleep(time.Second)
-		now, repairs := c.controlPlaneCPU(), c.apiserverRepairs()
-		if now-prev < busy && repairs == prevRepairs {
+		now := c.controlPlaneCPU()
+		if now-prev < busy {
 			quiet++
 		} else {
 			quiet = 0
 		}
-		prev, prevRepairs = now, repairs
+		prev = now
 	}
 	if quiet < quietFor {
 		c.logf("bench: control plane still busy after %v: timing anyway", time.Since(start).Round(time.Second))
 		return
 	}
 	c.logf("bench: control plane quiet after %v", time.Since(start).Round(time.Second))
-}
-
-// apiserverRepairs counts the ClusterIP repairs kube-apiserver has logged. After
-// objects are written straight into etcd its repair loop "repairs" ~2k of 30k
-// ClusterIPs, retrying each (at 10/s in all) for a minute or two: cheap enough
-// to pass for quiet, but 1-2 CPU seconds more of the control plane's during a
-// cold sync that overlaps them.
-func (c *cluster) apiserverRepairs() int {
-	b, _ := os.ReadFile(filepath.Join(c.logDir, "kube-apiserver.log"))
-	return bytes.Count(b, []byte("is not allocated; repairing"))
 }
 
 // controlPlaneCPU is the CPU seconds the control plane's processes used so far.

@@ -90,14 +90,14 @@ func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.In
 		return nil
 	}
 	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-	// The IPAddresses go first, and are served before any of their Services is
-	// written: kube-apiserver's ClusterIP repair loop checks each Service it sees
-	// against its own informer of IPAddresses, and when that informer lagged
-	// behind the Services' (written in the same transactions) it "repaired" ~1k
-	// of 30k ClusterIPs, retrying each for a minute and more, with an Event each
-	// time: an apiserver busy with that while a proxy's lists are timed.
 	for i := from; i < to; i++ {
-		_, _, ip := storedBenchObjects(i, now)
+		svc, slice, ip := storedBenchObjects(i, now)
+		if err := put("/registry/services/specs/"+benchNS+"/"+svc.Name, svc); err != nil {
+			return err
+		}
+		if err := put("/registry/endpointslices/"+benchNS+"/"+slice.Name, slice); err != nil {
+			return err
+		}
 		if err := put("/registry/ipaddresses/"+ip.Name, ip); err != nil {
 			return err
 		}
@@ -105,46 +105,16 @@ func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.In
 	if err := flush(); err != nil {
 		return err
 	}
-	lastIP := benchClusterIP(to - 1).String()
-	if err := untilServed(ctx, "IPAddress "+lastIP, func() error {
-		_, err := cl.NetworkingV1().IPAddresses().Get(ctx, lastIP, metav1.GetOptions{ResourceVersion: "0"})
-		return err
-	}); err != nil {
-		return err
-	}
-	for i := from; i < to; i++ {
-		svc, slice, _ := storedBenchObjects(i, now)
-		if err := put("/registry/services/specs/"+benchNS+"/"+svc.Name, svc); err != nil {
-			return err
-		}
-		if err := put("/registry/endpointslices/"+benchNS+"/"+slice.Name, slice); err != nil {
-			return err
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
 	last := fmt.Sprintf("b-%d", to-1)
-	return untilServed(ctx, "Service and EndpointSlice "+last, func() error {
-		if _, err := cl.CoreV1().Services(benchNS).Get(ctx, last, metav1.GetOptions{ResourceVersion: "0"}); err != nil {
-			return err
-		}
-		_, err := cl.DiscoveryV1().EndpointSlices(benchNS).Get(ctx, last, metav1.GetOptions{ResourceVersion: "0"})
-		return err
-	})
-}
-
-// untilServed polls get (a read from the apiserver's cache) until it succeeds:
-// what was written into etcd is then in the apiserver's watch cache.
-func untilServed(ctx context.Context, what string, get func() error) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		err := get()
-		if err == nil {
+		_, errS := cl.CoreV1().Services(benchNS).Get(ctx, last, metav1.GetOptions{ResourceVersion: "0"})
+		_, errE := cl.DiscoveryV1().EndpointSlices(benchNS).Get(ctx, last, metav1.GetOptions{ResourceVersion: "0"})
+		if errS == nil && errE == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("apiserver does not serve the %s written to etcd: %w", what, err)
+			return fmt.Errorf("apiserver does not serve what was written to etcd: %v, %v", errS, errE)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -178,8 +148,8 @@ func storedBenchObjects(i int, now metav1.Time) (*corev1.Service, *discoveryv1.E
 // restartAPIServer stops kube-apiserver and starts it again on the same etcd,
 // and waits until it is ready. Written behind its back, the objects set off
 // its ClusterIP repair loop, whose informer of IPAddresses lacked ~2k of the
-// 30k that etcd and the watch cache had (IPAddresses written and served
-// first or not): it "repaired" them, retrying each, at 10/s in all, for many
+// 30k that etcd and the watch cache had (also with the IPAddresses written
+// and served before their Services: tried): it "repaired" them, retrying each, at 10/s in all, for many
 // minutes, 1-3 CPU seconds more of the control plane's during a proxy's cold
 // sync. Started on the objects, it lists them all before repairing anything,
 // as an apiserver of a cluster whose objects came through it would have.
@@ -187,11 +157,10 @@ func (c *cluster) restartAPIServer(ctx context.Context) error {
 	start := time.Now()
 	c.apiserver.kill() // a graceful stop waits out its watches: 40 s
 	<-c.apiserver.Done()
-	api, err := c.restart(c.apiserver)
+	api, err := c.restartControl(c.apiserver)
 	if err != nil {
 		return fmt.Errorf("restart kube-apiserver: %w", err)
 	}
-	c.replaceControl(c.apiserver, api)
 	c.apiserver = api
 	if err := c.waitAPIReady(ctx); err != nil {
 		return err

@@ -32,19 +32,28 @@ func (c *cluster) stopAPI() {
 // startAPI starts etcd and kube-apiserver again with the same flags, data
 // dir and ports, and waits until the API server is ready.
 func (c *cluster) startAPI(ctx context.Context) error {
-	etcd, err := c.restart(c.etcd)
+	etcd, err := c.restartControl(c.etcd)
 	if err != nil {
 		return err
 	}
-	c.replaceControl(c.etcd, etcd)
 	c.etcd = etcd
-	api, err := c.restart(c.apiserver)
+	api, err := c.restartControl(c.apiserver)
 	if err != nil {
 		return err
 	}
-	c.replaceControl(c.apiserver, api)
 	c.apiserver = api
 	return c.waitAPIReady(ctx)
+}
+
+// restartControl starts the control-plane process p again (once it has
+// exited) and puts the new one in its place.
+func (c *cluster) restartControl(p *proc) (*proc, error) {
+	q, err := c.restart(p)
+	if err != nil {
+		return nil, err
+	}
+	c.replaceControl(p, q)
+	return q, nil
 }
 
 // replaceControl puts a restarted process where its predecessor was, so that
