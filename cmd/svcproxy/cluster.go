@@ -26,11 +26,14 @@ type cluster struct {
 	// watchList is asked by the reflectors whether the client can stream
 	// lists; nil (it can) for a real client, the fake Clientset in tests.
 	watchList any
+	// coreREST and discoveryREST stream the Service and EndpointSlice lists
+	// (endpoints.Clients); nil for the fake Clientset.
+	coreREST, discoveryREST rest.Interface
 }
 
 // endpointsClients are the clients the Service and EndpointSlice informers use.
 func (c cluster) endpointsClients() endpoints.Clients {
-	return endpoints.Clients{Core: c.core, Discovery: c.discovery, WatchList: c.watchList}
+	return endpoints.Clients{Core: c.core, Discovery: c.discovery, WatchList: c.watchList, CoreREST: c.coreREST, DiscoveryREST: c.discoveryREST}
 }
 
 // clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
@@ -80,5 +83,6 @@ func newCluster(cfg *rest.Config) (cluster, error) {
 	if c.events, err = typedeventsv1.NewForConfigAndClient(cfg, httpClient); err != nil {
 		return cluster{}, fmt.Errorf("events/v1 client: %w", err)
 	}
+	c.coreREST, c.discoveryREST = c.core.RESTClient(), c.discovery.RESTClient()
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -24,6 +25,10 @@ type Clients struct {
 	// lists (watchlist.DoesClientNotSupportWatchListSemantics); nil for a
 	// real client, which can. The fake Clientset cannot, and says so.
 	WatchList any
+	// CoreREST and DiscoveryREST, when set, serve the Lists as streams,
+	// decoded and delivered object by object (streamList); nil for the fake
+	// Clientset, whose typed List is used.
+	CoreREST, DiscoveryREST rest.Interface
 }
 
 // Informers watch Services and EndpointSlices for svcproxy: one reflector per
@@ -45,18 +50,24 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 		tweak = func(*metav1.ListOptions) {}
 	}
 	i := Informers{services: newFeed(KindService), slices: newFeed(KindEndpointSlice)}
-	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o,
+	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o, c.CoreREST != nil,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
+			if c.CoreREST != nil {
+				return streamList(ctx, c.CoreREST, serviceLists, opts, i.services.upsert)
+			}
 			return c.Core.Services(metav1.NamespaceAll).List(ctx, opts)
 		},
 		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			tweak(&opts)
 			return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
 		})
-	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
+	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o, c.DiscoveryREST != nil,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
+			if c.DiscoveryREST != nil {
+				return streamList(ctx, c.DiscoveryREST, sliceLists, opts, i.slices.upsert)
+			}
 			return c.Discovery.EndpointSlices(metav1.NamespaceAll).List(ctx, opts)
 		},
 		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -74,14 +85,15 @@ func (i Informers) Start(stop <-chan struct{}) {
 
 // reflectorInto lists and watches one kind into f: objects delivered as they
 // arrive (a watch-list stream through f's Transformer, else a paged list),
-// each request retried through outages (RetryingListerWatcher).
-func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions,
+// each request retried through outages (RetryingListerWatcher). listFirst: the
+// first list is a List even where the client streams lists (pagedLister).
+func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions, listFirst bool,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) *cache.Reflector {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
 	retrying := RetryingListerWatcher(lw, what, o)
-	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize}
+	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize, listFirst: listFirst}
 	return cache.NewReflectorWithOptions(paged, obj, f, cache.ReflectorOptions{Name: "svcproxy " + what, TypeDescription: what})
 }
 

@@ -1,0 +1,211 @@
+package endpoints
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+var protoCodec = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// encodeProto is a list as kube-apiserver sends it with protobuf negotiated.
+func encodeProto(t testing.TB, list runtime.Object) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	gvks, _, err := scheme.Scheme.ObjectKinds(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list = list.DeepCopyObject()
+	list.GetObjectKind().SetGroupVersionKind(gvks[0])
+	if err := protoCodec.Encode(list, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func serviceList(n int, lm metav1.ListMeta) *v1.ServiceList {
+	l := &v1.ServiceList{ListMeta: lm}
+	for i := range n {
+		s := makeService("ns", fmt.Sprintf("s%d", i), "10.96.0.1", []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}})
+		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+		l.Items = append(l.Items, *s)
+	}
+	return l
+}
+
+func sliceList(n int) *discoveryv1.EndpointSliceList {
+	l := &discoveryv1.EndpointSliceList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}
+	for i := range n {
+		s := makeSlice("ns", fmt.Sprintf("s%d-abc", i), fmt.Sprintf("s%d", i),
+			[]discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+			discoveryv1.Endpoint{Addresses: []string{"10.244.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
+			discoveryv1.Endpoint{Addresses: []string{"10.244.0.2"}, NodeName: ptr("n1")})
+		l.Items = append(l.Items, *s)
+	}
+	return l
+}
+
+// decodeAll runs decodeProtobufList over data, gathering the items.
+func decodeAll[T any, PT interface {
+	*T
+	protoItem
+}](data []byte, kind string) ([]T, metav1.ListMeta, error) {
+	var got []T
+	lm, err := decodeProtobufList(bufio.NewReaderSize(bytes.NewReader(data), 16), kind,
+		func() protoItem { return PT(new(T)) },
+		func(obj runtime.Object) error {
+			got = append(got, *obj.(PT))
+			return nil
+		})
+	return got, lm, err
+}
+
+// TestDecodeProtobufListAsTheSerializer: item by item, the stream decoder
+// gives what client-go's protobuf serializer decodes from the whole body,
+// with the list's resource version and continue token, through a reader
+// buffer smaller than one item.
+func TestDecodeProtobufListAsTheSerializer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		lm   metav1.ListMeta
+	}{
+		{"empty", 0, metav1.ListMeta{ResourceVersion: "1"}},
+		{"one", 1, metav1.ListMeta{ResourceVersion: "12"}},
+		{"a page", 50, metav1.ListMeta{ResourceVersion: "345", Continue: "tok", RemainingItemCount: ptr[int64](7)}},
+	} {
+		t.Run("services "+tc.name, func(t *testing.T) {
+			data := encodeProto(t, serviceList(tc.n, tc.lm))
+			want := &v1.ServiceList{}
+			if _, _, err := protoCodec.Decode(data, nil, want); err != nil {
+				t.Fatal(err)
+			}
+			got, lm, err := decodeAll[v1.Service](data, "ServiceList")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.n || (tc.n > 0 && !reflect.DeepEqual(got, want.Items)) {
+				t.Errorf("items differ from the serializer's:\n got %+v\nwant %+v", got, want.Items)
+			}
+			if !reflect.DeepEqual(lm, tc.lm) {
+				t.Errorf("list meta %+v, want %+v", lm, tc.lm)
+			}
+		})
+	}
+	t.Run("endpoint slices", func(t *testing.T) {
+		data := encodeProto(t, sliceList(20))
+		want := &discoveryv1.EndpointSliceList{}
+		if _, _, err := protoCodec.Decode(data, nil, want); err != nil {
+			t.Fatal(err)
+		}
+		got, lm, err := decodeAll[discoveryv1.EndpointSlice](data, "EndpointSliceList")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want.Items) || lm.ResourceVersion != "77" {
+			t.Errorf("got %d items at %q, want the serializer's %d at 77", len(got), lm.ResourceVersion, len(want.Items))
+		}
+	})
+}
+
+// TestDecodeProtobufListRefuses: a body cut anywhere before the list's end,
+// another kind, an encoded body or no protobuf at all is an error, never a
+// shorter list taken for the whole; a cut is io.ErrUnexpectedEOF, which the
+// retrying lister retries like a dropped connection.
+func TestDecodeProtobufListRefuses(t *testing.T) {
+	data := encodeProto(t, serviceList(3, metav1.ListMeta{ResourceVersion: "9"}))
+	// The Unknown ends with its empty contentEncoding and contentType; the
+	// list (its raw field) ends before them. A cut inside the list's field is
+	// io.ErrUnexpectedEOF; before it, there is no list.
+	tail := []byte{0x1a, 0, 0x22, 0}
+	if !bytes.HasSuffix(data, tail) {
+		t.Fatalf("the serializer's body ends % x, want % x", data[len(data)-4:], tail)
+	}
+	listStart := len(protobufMagic) + 2 + int(data[len(protobufMagic)+1]) // after the typeMeta field
+	if data[listStart] != 0x12 {
+		t.Fatalf("byte %d is % x, want the raw field's tag 12", listStart, data[listStart])
+	}
+	for cut := 1; cut < len(data)-len(tail); cut++ {
+		_, _, err := decodeAll[v1.Service](data[:cut], "ServiceList")
+		if err == nil {
+			t.Fatalf("cut at %d of %d bytes: no error", cut, len(data))
+		}
+		if cut > listStart && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("cut at %d (the list from %d): %v, want io.ErrUnexpectedEOF", cut, listStart, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"another kind", encodeProto(t, sliceList(1)), "got a EndpointSliceList, want a ServiceList"},
+		{"JSON", []byte(`{"kind":"ServiceList","items":[]}`), errNotProtobuf.Error()},
+		{"empty", nil, errNotProtobuf.Error()},
+		{"only the magic", protobufMagic[:], "no list in the body"},
+		{"an encoded body", append(append([]byte{}, data...), 0x1a, 4, 'g', 'z', 'i', 'p'), `content encoding "gzip"`},
+		{"a length past the body", append(protobufMagic[:], 0x12, 0xff, 0xff, 0x03), "unexpected EOF"},
+		{"a length past any item", append(protobufMagic[:], 0x12, 0x81, 0x80, 0x80, 0x20), "runs past its message"},
+		{"an item past its list", append(protobufMagic[:], 0x12, 0x02, 0x12, 0x05, 1, 2, 3, 4, 5), "runs past its message"},
+		{"field number 0", append(protobufMagic[:], 0x02, 0x00), "field number 0"},
+		{"a group", append(protobufMagic[:], 0x13), "wire type 3"},
+		{"two lists", append(append([]byte{}, data...), data[4:]...), "two lists"},
+	} {
+		_, _, err := decodeAll[v1.Service](tc.data, "ServiceList")
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestDecodeProtobufListStopsAtDeliveryError: the error of a delivery ends
+// the list at once.
+func TestDecodeProtobufListStopsAtDeliveryError(t *testing.T) {
+	data := encodeProto(t, serviceList(5, metav1.ListMeta{}))
+	calls := 0
+	stop := errors.New("stop")
+	_, err := decodeProtobufList(bufio.NewReader(bytes.NewReader(data)), "ServiceList",
+		func() protoItem { return &v1.Service{} },
+		func(runtime.Object) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("err %v after %d deliveries, want stop after 1", err, calls)
+	}
+}
+
+// FuzzDecodeProtobufList: whatever the bytes, no panic, no item past a
+// failure; where client-go's serializer also decodes the body, the same
+// items and list metadata.
+func FuzzDecodeProtobufList(f *testing.F) {
+	f.Add(encodeProto(f, serviceList(2, metav1.ListMeta{ResourceVersion: "3", Continue: "c"})))
+	f.Add(encodeProto(f, serviceList(0, metav1.ListMeta{})))
+	f.Add(encodeProto(f, sliceList(1)))
+	f.Add(append(protobufMagic[:], 0x12, 0x02, 0x12, 0x00))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, lm, err := decodeAll[v1.Service](data, "ServiceList")
+		if err != nil {
+			return
+		}
+		want := &v1.ServiceList{}
+		if _, _, werr := protoCodec.Decode(data, nil, want); werr != nil {
+			return
+		}
+		if len(got) != len(want.Items) || (len(got) > 0 && !reflect.DeepEqual(got, want.Items)) {
+			t.Errorf("items differ from the serializer's:\n got %+v\nwant %+v", got, want.Items)
+		}
+		if lm.ResourceVersion != want.ResourceVersion || lm.Continue != want.Continue {
+			t.Errorf("list meta %+v, serializer's %+v", lm, want.ListMeta)
+		}
+	})
+}

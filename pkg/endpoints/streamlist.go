@@ -1,0 +1,91 @@
+package endpoints
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// listedKind is what streamList needs to know of a resource.
+type listedKind struct {
+	resource, kind string // "services", "ServiceList"
+	item           func() protoItem
+	list           func() runtime.Object // for a list in another encoding
+}
+
+var (
+	serviceLists = listedKind{"services", "ServiceList",
+		func() protoItem { return &v1.Service{} }, func() runtime.Object { return &v1.ServiceList{} }}
+	sliceLists = listedKind{"endpointslices", "EndpointSliceList",
+		func() protoItem { return &discoveryv1.EndpointSlice{} }, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }}
+)
+
+// streamList lists k through rc and delivers each object as it is decoded
+// from the response body, returning only key stubs at the list's resource
+// version, like pagedLister's pages. It is how a List is served when the
+// client has a REST interface (not the fake Clientset).
+func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions, deliver func(any) error) (*metav1.PartialObjectMetadataList, error) {
+	var timeout time.Duration
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	body, err := rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	out := &metav1.PartialObjectMetadataList{}
+	each := func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return fmt.Errorf("list item: %w", err)
+		}
+		if err := deliver(obj); err != nil {
+			return err
+		}
+		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		return nil
+	}
+	r := bufio.NewReaderSize(body, 64<<10)
+	lm, err := decodeProtobufList(r, k.kind, k.item, each)
+	if errors.Is(err, errNotProtobuf) {
+		// JSON or CBOR, as --kube-api-content-type asked: decoded whole.
+		lm, err = decodeWholeList(r, k.list(), each)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", k.resource, err)
+	}
+	out.ListMeta = lm
+	return out, nil
+}
+
+// decodeWholeList decodes into list a list in any encoding the client
+// understands and hands each item to each.
+func decodeWholeList(r io.Reader, list runtime.Object, each func(runtime.Object) error) (metav1.ListMeta, error) {
+	var lm metav1.ListMeta
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return lm, unexpected(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, list)
+	if err != nil {
+		return lm, err
+	}
+	la, err := meta.ListAccessor(obj)
+	if err != nil {
+		return lm, err
+	}
+	lm.ResourceVersion, lm.Continue, lm.RemainingItemCount = la.GetResourceVersion(), la.GetContinue(), la.GetRemainingItemCount()
+	return lm, meta.EachListItem(obj, each)
+}
