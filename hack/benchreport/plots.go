@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -70,6 +72,16 @@ func (ticks125) Ticks(lo, hi float64) []plot.Tick {
 // write draws series on log-log axes (the sizes go from 1k to 100k) into file,
 // the legend at the top left or the bottom right.
 func write(file, title, ylabel string, legendTopLeft bool, ss []series) error {
+	points := 0
+	for _, s := range ss {
+		points += len(s.xy)
+	}
+	if points == 0 {
+		// Nothing measured for this plot (only svcproxy-before ran, say): a
+		// log axis has no range to draw.
+		fmt.Fprintf(os.Stderr, "benchreport: no points for %s, not drawn\n", file)
+		return nil
+	}
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "Services (x10 endpoints)"
