@@ -82,13 +82,18 @@ func (f *feed) deleteLocked(obj any) {
 	}
 }
 
-// Replace ends a relist: items are what exists now. Stubs (key-only
-// PartialObjectMetadata from pagedLister, whose objects were delivered already)
-// only count as present; whole objects are delivered. Every key known before
-// and not in items is deleted from the trackers, by key, as a tombstone.
+// Replace ends a relist: items are what exists now. Keys (keyStub from
+// pagedLister, PartialObjectMetadata from a watch-list stream, whose objects
+// were delivered already) only count as present; whole objects are delivered.
+// Every key known before and not in items is deleted from the trackers, by
+// key, as a tombstone.
 func (f *feed) Replace(items []any, _ string) error {
 	now := make(map[string]struct{}, len(items))
 	for _, obj := range items {
+		if k, ok := obj.(*keyStub); ok {
+			now[k.key()] = struct{}{}
+			continue
+		}
 		if _, stub := obj.(*metav1.PartialObjectMetadata); !stub {
 			if err := f.upsert(obj); err != nil {
 				return err

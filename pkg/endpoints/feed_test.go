@@ -16,7 +16,13 @@ func keyed(key string) *v1.Service {
 	return makeService(ns, name, "10.96.0.1", nil)
 }
 
-// stub is what pagedLister hands the reflector for an object it delivered.
+// key is what pagedLister hands the reflector for an object it delivered.
+func key(k string) *keyStub {
+	ns, name, _ := cache.SplitMetaNamespaceKey(k)
+	return &keyStub{ns, name}
+}
+
+// stub is what the watch-list stream gathers for an object it delivered.
 func stub(key string) *metav1.PartialObjectMetadata {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -52,6 +58,7 @@ func TestFeedReplace(t *testing.T) {
 		{"all gone", []string{"ns/a", "ns/b"}, nil, nil, nil, []string{"ns/a", "ns/b"}},
 		{"deleted by watch, not again", []string{"ns/a", "ns/b"}, []string{"ns/b"}, []any{stub("ns/a")}, nil, nil},
 		{"whole objects delivered", []string{"ns/a"}, nil, []any{keyed("ns/c")}, []string{"ns/c"}, []string{"ns/a"}},
+		{"listed keys", []string{"ns/a", "ns/b", "c"}, nil, []any{key("ns/a"), key("c"), key("ns/d")}, nil, []string{"ns/b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFeed(KindService)

@@ -80,7 +80,7 @@ func (p *pagedLister) IsWatchListSemanticsUnSupported() bool {
 // ListWithContext pages through the list opts ask for (all pages at the first
 // page's resource version, as continue tokens guarantee) and returns the stubs.
 func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	out := &metav1.PartialObjectMetadataList{}
+	out := &keyList{}
 	opts.Limit, opts.Continue = p.pageSize, ""
 	for {
 		page, err := p.lw.ListWithContext(ctx, opts)
@@ -92,8 +92,8 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 			return nil, fmt.Errorf("list page: %w", err)
 		}
 		err = meta.EachListItem(page, func(obj runtime.Object) error {
-			if stub, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				out.Items = append(out.Items, *stub) // delivered as it streamed (streamList)
+			if k, ok := obj.(*keyStub); ok {
+				out.Items = append(out.Items, *k) // delivered as it streamed (streamList)
 				return nil
 			}
 			m, err := meta.Accessor(obj)
@@ -103,7 +103,7 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 			if err := p.deliver(obj); err != nil {
 				return err
 			}
-			out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName()}})
+			out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
 			return nil
 		})
 		if err != nil {

@@ -96,12 +96,12 @@ func TestPagedListerDeliversPageByPage(t *testing.T) {
 				t.Fatalf("%d stubs, %d delivered; want %d", len(items), delivered, tc.n)
 			}
 			for i, it := range items {
-				m, ok := it.(*metav1.PartialObjectMetadata)
-				if !ok || m.Name != fmt.Sprintf("s%d", i) || m.Namespace != "ns" {
-					t.Errorf("item %d = %#v, want the stub of ns/s%d", i, it, i)
+				k, ok := it.(*keyStub)
+				if !ok || k.key() != fmt.Sprintf("ns/s%d", i) {
+					t.Errorf("item %d = %#v, want the key of ns/s%d", i, it, i)
 				}
 			}
-			if rv := out.(*metav1.PartialObjectMetadataList).ResourceVersion; rv != "5" {
+			if rv := out.(*keyList).ResourceVersion; rv != "5" {
 				t.Errorf("list resource version %q, want 5", rv)
 			}
 		})

@@ -32,10 +32,10 @@ var (
 )
 
 // streamList lists k through rc and delivers each object as it is decoded
-// from the response body, returning only key stubs at the list's resource
-// version, like pagedLister's pages. It is how a List is served when the
+// from the response body, returning only their keys at the list's resource
+// version, like pagedLister. It is how a List is served when the
 // client has a REST interface (not the fake Clientset).
-func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions, deliver func(any) error) (*metav1.PartialObjectMetadataList, error) {
+func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions, deliver func(any) error) (*keyList, error) {
 	var timeout time.Duration
 	if opts.TimeoutSeconds != nil {
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
@@ -45,7 +45,7 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 		return nil, err
 	}
 	defer body.Close()
-	out := &metav1.PartialObjectMetadataList{}
+	out := &keyList{}
 	each := func(obj runtime.Object) error {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -54,7 +54,7 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 		if err := deliver(obj); err != nil {
 			return err
 		}
-		out.Items = append(out.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
 		return nil
 	}
 	r := bufio.NewReaderSize(body, 64<<10)

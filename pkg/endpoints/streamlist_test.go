@@ -65,8 +65,8 @@ func TestStreamListDelivers(t *testing.T) {
 			if fmt.Sprint(delivered) != "[ns/s0 10.96.0.1 ns/s1 10.96.0.1 ns/s2 10.96.0.1]" {
 				t.Errorf("delivered %v", delivered)
 			}
-			if out.ResourceVersion != "42" || len(out.Items) != 3 || out.Items[2].Name != "s2" || out.Items[2].Namespace != "ns" {
-				t.Errorf("returned %+v, want 3 stubs at 42", out)
+			if out.ResourceVersion != "42" || len(out.Items) != 3 || out.Items[2].key() != "ns/s2" {
+				t.Errorf("returned %+v, want 3 keys at 42", out)
 			}
 			if want := "labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&resourceVersion=0"; len(*queries) != 1 || (*queries)[0] != want {
 				t.Errorf("queries %v, want [%s]", *queries, want)
@@ -93,12 +93,12 @@ func TestStreamListDelivers(t *testing.T) {
 
 // TestPagedListerListsFirst: with listFirst, a watch-list request before the
 // first List is refused (the reflector falls back to a List), and passed on
-// once a List completed; stubs a streamed List returns are not delivered again.
+// once a List completed; the keys a streamed List returns are not delivered
+// again.
 func TestPagedListerListsFirst(t *testing.T) {
 	watches := 0
 	lw := &stubLW{list: func() runtime.Object {
-		return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "8"},
-			Items: []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}}}
+		return &keyList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: []keyStub{{"ns", "a"}}}
 	}, watches: &watches}
 	p := &pagedLister{lw: lw, pageSize: 500, listFirst: true, deliver: func(obj any) error {
 		t.Errorf("delivered %T again", obj)
@@ -115,8 +115,8 @@ func TestPagedListerListsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := out.(*metav1.PartialObjectMetadataList); l.ResourceVersion != "8" || len(l.Items) != 1 || l.Items[0].Name != "a" {
-		t.Errorf("list %+v, want the stub at 8", l)
+	if l := out.(*keyList); l.ResourceVersion != "8" || len(l.Items) != 1 || l.Items[0].key() != "ns/a" {
+		t.Errorf("list %+v, want the key at 8", l)
 	}
 	if _, err := p.WatchWithContext(context.Background(), watchList); err != nil || watches != 2 {
 		t.Errorf("watch-list after a List: %v (%d watches), want it passed on", err, watches)
