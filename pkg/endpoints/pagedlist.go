@@ -19,9 +19,9 @@ import (
 const listPageSize = 500
 
 // pagedLister lists page by page and delivers each page's objects to deliver as
-// soon as it is decoded, returning to the reflector only key stubs
-// (PartialObjectMetadata with namespace and name), so that a list of any size
-// never holds more than one page of objects.
+// soon as it is decoded (or as it streams: streamList), returning to the
+// reflector only their keys (keyList), so that a list of any size never holds
+// more than one page of objects.
 //
 // Objects delivered by a List that then fails stay delivered: they were true
 // at the list's resource version, and the relist that follows ends with
@@ -78,7 +78,7 @@ func (p *pagedLister) IsWatchListSemanticsUnSupported() bool {
 }
 
 // ListWithContext pages through the list opts ask for (all pages at the first
-// page's resource version, as continue tokens guarantee) and returns the stubs.
+// page's resource version, as continue tokens guarantee) and returns the keys.
 func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	out := &keyList{}
 	opts.Limit, opts.Continue = p.pageSize, ""
@@ -91,23 +91,15 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 		if err != nil {
 			return nil, fmt.Errorf("list page: %w", err)
 		}
-		err = meta.EachListItem(page, func(obj runtime.Object) error {
-			if k, ok := obj.(*keyStub); ok {
-				out.Items = append(out.Items, *k) // delivered as it streamed (streamList)
-				return nil
+		switch keys, streamed := page.(*keyList); {
+		case streamed && out.Items == nil:
+			out.Items = keys.Items // delivered as the page streamed (streamList)
+		case streamed:
+			out.Items = append(out.Items, keys.Items...)
+		default:
+			if err := p.deliverPage(page, out); err != nil {
+				return nil, err
 			}
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return fmt.Errorf("list item: %w", err)
-			}
-			if err := p.deliver(obj); err != nil {
-				return err
-			}
-			out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
 		out.ResourceVersion = lm.GetResourceVersion()
 		if lm.GetContinue() == "" {
@@ -117,4 +109,19 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 		// A continue token carries the resource version; the request must not.
 		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = lm.GetContinue(), "", ""
 	}
+}
+
+// deliverPage delivers the objects of a decoded page and adds their keys to out.
+func (p *pagedLister) deliverPage(page runtime.Object, out *keyList) error {
+	return meta.EachListItem(page, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return fmt.Errorf("list item: %w", err)
+		}
+		if err := p.deliver(obj); err != nil {
+			return err
+		}
+		out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
+		return nil
+	})
 }

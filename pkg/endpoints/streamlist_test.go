@@ -136,3 +136,30 @@ func (s *stubLW) WatchWithContext(context.Context, metav1.ListOptions) (watch.In
 	*s.watches++
 	return nil, nil
 }
+
+// TestPagedListerJoinsStreamedPages: the keys of streamed pages (a server that
+// honours limit) are joined, at the last page's resource version.
+func TestPagedListerJoinsStreamedPages(t *testing.T) {
+	pages := []*keyList{
+		{ListMeta: metav1.ListMeta{ResourceVersion: "5", Continue: "c1"}, Items: []keyStub{{"ns", "a"}, {"ns", "b"}}},
+		{ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []keyStub{{"", "c"}}},
+	}
+	n := 0
+	lw := &stubLW{list: func() runtime.Object { n++; return pages[n-1] }, watches: new(int)}
+	p := &pagedLister{lw: lw, pageSize: 2, deliver: func(obj any) error {
+		t.Errorf("delivered %T again", obj)
+		return nil
+	}}
+	out, err := p.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := out.(*keyList)
+	var keys []string
+	for _, k := range l.Items {
+		keys = append(keys, k.key())
+	}
+	if fmt.Sprint(keys) != "[ns/a ns/b c]" || l.ResourceVersion != "5" || n != 2 {
+		t.Errorf("keys %v at %q after %d requests, want [ns/a ns/b c] at 5 after 2", keys, l.ResourceVersion, n)
+	}
+}
