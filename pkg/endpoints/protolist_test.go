@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -79,45 +80,40 @@ func decodeAll[T any, PT interface {
 func TestDecodeProtobufListAsTheSerializer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		n    int
+		list runtime.Object
+		k    listedKind
 		lm   metav1.ListMeta
 	}{
-		{"empty", 0, metav1.ListMeta{ResourceVersion: "1"}},
-		{"one", 1, metav1.ListMeta{ResourceVersion: "12"}},
-		{"a page", 50, metav1.ListMeta{ResourceVersion: "345", Continue: "tok", RemainingItemCount: ptr[int64](7)}},
+		{"no Service", serviceList(0, metav1.ListMeta{ResourceVersion: "1"}), serviceLists, metav1.ListMeta{ResourceVersion: "1"}},
+		{"one Service", serviceList(1, metav1.ListMeta{ResourceVersion: "12"}), serviceLists, metav1.ListMeta{ResourceVersion: "12"}},
+		{"a page of Services", serviceList(50, metav1.ListMeta{ResourceVersion: "345", Continue: "tok", RemainingItemCount: ptr[int64](7)}),
+			serviceLists, metav1.ListMeta{ResourceVersion: "345", Continue: "tok", RemainingItemCount: ptr[int64](7)}},
+		{"EndpointSlices", sliceList(20), sliceLists, metav1.ListMeta{ResourceVersion: "77"}},
 	} {
-		t.Run("services "+tc.name, func(t *testing.T) {
-			data := encodeProto(t, serviceList(tc.n, tc.lm))
-			want := &v1.ServiceList{}
+		t.Run(tc.name, func(t *testing.T) {
+			data := encodeProto(t, tc.list)
+			want := tc.k.list()
 			if _, _, err := protoCodec.Decode(data, nil, want); err != nil {
 				t.Fatal(err)
 			}
-			got, lm, err := decodeAll[v1.Service](data, "ServiceList")
+			wantItems, err := meta.ExtractList(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != tc.n || (tc.n > 0 && !reflect.DeepEqual(got, want.Items)) {
-				t.Errorf("items differ from the serializer's:\n got %+v\nwant %+v", got, want.Items)
+			var got []runtime.Object
+			lm, err := decodeProtobufList(bufio.NewReaderSize(bytes.NewReader(data), 16), tc.k.kind, tc.k.item,
+				func(obj runtime.Object) error { got = append(got, obj); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(wantItems) || (len(got) > 0 && !reflect.DeepEqual(got, wantItems)) {
+				t.Errorf("items differ from the serializer's:\n got %+v\nwant %+v", got, wantItems)
 			}
 			if !reflect.DeepEqual(lm, tc.lm) {
 				t.Errorf("list meta %+v, want %+v", lm, tc.lm)
 			}
 		})
 	}
-	t.Run("endpoint slices", func(t *testing.T) {
-		data := encodeProto(t, sliceList(20))
-		want := &discoveryv1.EndpointSliceList{}
-		if _, _, err := protoCodec.Decode(data, nil, want); err != nil {
-			t.Fatal(err)
-		}
-		got, lm, err := decodeAll[discoveryv1.EndpointSlice](data, "EndpointSliceList")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want.Items) || lm.ResourceVersion != "77" {
-			t.Errorf("got %d items at %q, want the serializer's %d at 77", len(got), lm.ResourceVersion, len(want.Items))
-		}
-	})
 }
 
 // TestDecodeProtobufListRefuses: a body cut anywhere before the list's end,
