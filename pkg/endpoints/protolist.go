@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,9 +16,10 @@ import (
 // runtime.Unknown follows, whose raw field holds the object itself.
 var protobufMagic = [4]byte{0x6b, 0x38, 0x73, 0x00}
 
-// maxListItemBytes bounds one list item: etcd refuses objects over 1.5 MiB by
-// default, and a length past this is a broken stream, not an object to
-// allocate for.
+// maxListItemBytes bounds one field read into memory (an item, the list's
+// metadata): etcd refuses objects over 1.5 MiB by default, and a length past
+// this is a broken stream, not an object to allocate for. The list itself is
+// streamed, and may be larger (100k EndpointSlices are ~100 MiB).
 const maxListItemBytes = 64 << 20
 
 // protoItem is a list item type with its generated protobuf unmarshaller.
@@ -199,7 +201,7 @@ func (w *wireReader) length() (int64, error) {
 	if err != nil {
 		return 0, unexpected(err)
 	}
-	if v > maxListItemBytes || (w.end >= 0 && int64(v) > w.end-w.read) {
+	if v > math.MaxInt32 || (w.end >= 0 && int64(v) > w.end-w.read) {
 		return 0, fmt.Errorf("field of %d bytes at byte %d runs past its message", v, w.read)
 	}
 	return int64(v), nil
@@ -211,6 +213,9 @@ func (w *wireReader) bytes() ([]byte, error) {
 	n, err := w.length()
 	if err != nil {
 		return nil, err
+	}
+	if n > maxListItemBytes {
+		return nil, fmt.Errorf("field of %d bytes at byte %d: over %d, not an object", n, w.read, maxListItemBytes)
 	}
 	if int64(cap(w.buf)) < n {
 		w.buf = make([]byte, n)

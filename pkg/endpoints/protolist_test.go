@@ -3,6 +3,7 @@ package endpoints
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -153,7 +154,8 @@ func TestDecodeProtobufListRefuses(t *testing.T) {
 		{"only the magic", protobufMagic[:], "no list in the body"},
 		{"an encoded body", append(append([]byte{}, data...), 0x1a, 4, 'g', 'z', 'i', 'p'), `content encoding "gzip"`},
 		{"a length past the body", append(protobufMagic[:], 0x12, 0xff, 0xff, 0x03), "unexpected EOF"},
-		{"a length past any item", append(protobufMagic[:], 0x12, 0x81, 0x80, 0x80, 0x20), "runs past its message"},
+		{"an item past any object", append(protobufMagic[:], 0x12, 0x80, 0x80, 0x80, 0x40, 0x12, 0x81, 0x80, 0x80, 0x20), "not an object"},
+		{"a length past any stream", append(protobufMagic[:], 0x12, 0x80, 0x80, 0x80, 0x80, 0x10), "runs past its message"},
 		{"an item past its list", append(protobufMagic[:], 0x12, 0x02, 0x12, 0x05, 1, 2, 3, 4, 5), "runs past its message"},
 		{"field number 0", append(protobufMagic[:], 0x02, 0x00), "field number 0"},
 		{"a group", append(protobufMagic[:], 0x13), "wire type 3"},
@@ -164,6 +166,29 @@ func TestDecodeProtobufListRefuses(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// TestDecodeProtobufListOver64MiB: the list is streamed, not read into memory:
+// one larger than any item may be (100k EndpointSlices are ~100 MiB) decodes.
+func TestDecodeProtobufListOver64MiB(t *testing.T) {
+	const filler = maxListItemBytes + 1                 // a field the decoder skips
+	field := binary.AppendUvarint([]byte{0x7a}, filler) // field 15, bytes
+	lmeta := []byte{0x0a, 0x04, 0x12, 0x02, '4', '2'}   // metadata{resourceVersion: "42"}
+	head := binary.AppendUvarint(append(protobufMagic[:], 0x12), uint64(len(field)+filler+len(lmeta)))
+	body := io.MultiReader(bytes.NewReader(append(head, field...)), io.LimitReader(zeros{}, filler), bytes.NewReader(lmeta))
+	lm, err := decodeProtobufList(bufio.NewReader(body), "ServiceList",
+		func() protoItem { return &v1.Service{} }, func(runtime.Object) error { return nil })
+	if err != nil || lm.ResourceVersion != "42" {
+		t.Errorf("a list of over 64 MiB: %v at %q, want it decoded at 42", err, lm.ResourceVersion)
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // TestDecodeProtobufListStopsAtDeliveryError: the error of a delivery ends
