@@ -91,7 +91,7 @@ func (f *feed) Replace(items []any, _ string) error {
 	now := make(map[string]struct{}, len(items))
 	for _, obj := range items {
 		if k, ok := obj.(*keyStub); ok {
-			now[k.key()] = struct{}{}
+			now[k.String()] = struct{}{}
 			continue
 		}
 		if _, stub := obj.(*metav1.PartialObjectMetadata); !stub {

@@ -19,7 +19,7 @@ func keyed(key string) *v1.Service {
 // key is what pagedLister hands the reflector for an object it delivered.
 func key(k string) *keyStub {
 	ns, name, _ := cache.SplitMetaNamespaceKey(k)
-	return &keyStub{ns, name}
+	return &keyStub{cache.NewObjectName(ns, name)}
 }
 
 // stub is what the watch-list stream gathers for an object it delivered.

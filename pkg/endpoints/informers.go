@@ -50,7 +50,7 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 		tweak = func(*metav1.ListOptions) {}
 	}
 	i := Informers{services: newFeed(KindService), slices: newFeed(KindEndpointSlice)}
-	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o, c.CoreREST != nil,
+	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
 			if c.CoreREST != nil {
@@ -62,7 +62,7 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 			tweak(&opts)
 			return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
 		})
-	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o, c.DiscoveryREST != nil,
+	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
 			if c.DiscoveryREST != nil {
@@ -85,15 +85,15 @@ func (i Informers) Start(stop <-chan struct{}) {
 
 // reflectorInto lists and watches one kind into f: objects delivered as they
 // arrive (a watch-list stream through f's Transformer, else a paged list),
-// each request retried through outages (RetryingListerWatcher). listFirst: the
-// first list is a List even where the client streams lists (pagedLister).
-func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions, listFirst bool,
+// each request retried through outages (RetryingListerWatcher); the first list
+// is a List even where the client streams lists (pagedLister).
+func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) *cache.Reflector {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
 	retrying := RetryingListerWatcher(lw, what, o)
-	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize, listFirst: listFirst}
+	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize}
 	return cache.NewReflectorWithOptions(paged, obj, f, cache.ReflectorOptions{Name: "svcproxy " + what, TypeDescription: what})
 }
 

@@ -1,9 +1,13 @@
 package endpoints
 
 import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // keyList is what a List hands the reflector: the keys of the objects it
@@ -17,14 +21,21 @@ type keyList struct {
 	Items []keyStub
 }
 
-// keyStub is the namespace and name of a delivered object.
-type keyStub struct{ Namespace, Name string }
+// keyStub is the namespace and name of a delivered object; its String is the
+// object's cache key.
+type keyStub struct{ cache.ObjectName }
 
-func (k keyStub) key() string {
-	if k.Namespace == "" {
-		return k.Name
+// add delivers obj and keeps its key.
+func (l *keyList) add(obj runtime.Object, deliver func(any) error) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Errorf("list item: %w", err)
 	}
-	return k.Namespace + "/" + k.Name
+	if err := deliver(obj); err != nil {
+		return err
+	}
+	l.Items = append(l.Items, keyStub{cache.NewObjectName(m.GetNamespace(), m.GetName())})
+	return nil
 }
 
 func (*keyStub) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -30,10 +30,7 @@ type pagedLister struct {
 	lw       cache.ListerWatcherWithContext
 	deliver  func(obj any) error
 	pageSize int64
-	// listFirst: the first list is a List, whatever the reflector would rather
-	// do (see WatchWithContext); set where List streams (streamList).
-	listFirst bool
-	listed    atomic.Bool // a List has completed
+	listed   atomic.Bool // a List has completed: see WatchWithContext
 }
 
 // errListFirst is what a watch-list request gets before the first List: the
@@ -52,15 +49,16 @@ func (p *pagedLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 // WatchWithContext refuses a watch-list request (SendInitialEvents) until a
-// List has completed, when p.listFirst. A watch-list sends each object as an
-// event of its own, which kube-apiserver 1.37 encodes, gzips and flushes one
-// by one: during a cold start at 30k Services the control plane used 2.2-4.2
-// CPU s with watch-list and 1.0 with a List of the same objects from the watch
-// cache, on the cores a node shares with svcproxy's own cold start (make
-// bench). The relists after an outage keep watch-list (see
-// IsWatchListSemanticsUnSupported).
+// List has completed: the first list is a List. A watch-list sends each object
+// as an event of its own, which kube-apiserver 1.37 encodes, gzips and flushes
+// one by one: during a cold start at 30k Services the control plane used
+// 2.0-4.2 CPU s with watch-list and ~1.0 with a List of the same objects from
+// the watch cache, on the cores a node shares with svcproxy's own cold start
+// (make bench). The relists after an outage keep watch-list (see
+// IsWatchListSemanticsUnSupported). (A client that cannot stream lists, the
+// fake Clientset, never asks for one.)
 func (p *pagedLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if p.listFirst && !p.listed.Load() && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+	if !p.listed.Load() && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		return nil, errListFirst
 	}
 	return p.lw.WatchWithContext(ctx, opts)
@@ -91,15 +89,10 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 		if err != nil {
 			return nil, fmt.Errorf("list page: %w", err)
 		}
-		switch keys, streamed := page.(*keyList); {
-		case streamed && out.Items == nil:
-			out.Items = keys.Items // delivered as the page streamed (streamList)
-		case streamed:
-			out.Items = append(out.Items, keys.Items...)
-		default:
-			if err := p.deliverPage(page, out); err != nil {
-				return nil, err
-			}
+		if keys, streamed := page.(*keyList); streamed {
+			out.Items = append(out.Items, keys.Items...) // delivered as it streamed
+		} else if err := meta.EachListItem(page, func(obj runtime.Object) error { return out.add(obj, p.deliver) }); err != nil {
+			return nil, err
 		}
 		out.ResourceVersion = lm.GetResourceVersion()
 		if lm.GetContinue() == "" {
@@ -109,19 +102,4 @@ func (p *pagedLister) ListWithContext(ctx context.Context, opts metav1.ListOptio
 		// A continue token carries the resource version; the request must not.
 		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = lm.GetContinue(), "", ""
 	}
-}
-
-// deliverPage delivers the objects of a decoded page and adds their keys to out.
-func (p *pagedLister) deliverPage(page runtime.Object, out *keyList) error {
-	return meta.EachListItem(page, func(obj runtime.Object) error {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return fmt.Errorf("list item: %w", err)
-		}
-		if err := p.deliver(obj); err != nil {
-			return err
-		}
-		out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
-		return nil
-	})
 }

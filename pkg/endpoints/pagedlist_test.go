@@ -97,7 +97,7 @@ func TestPagedListerDeliversPageByPage(t *testing.T) {
 			}
 			for i, it := range items {
 				k, ok := it.(*keyStub)
-				if !ok || k.key() != fmt.Sprintf("ns/s%d", i) {
+				if !ok || k.String() != fmt.Sprintf("ns/s%d", i) {
 					t.Errorf("item %d = %#v, want the key of ns/s%d", i, it, i)
 				}
 			}

@@ -46,17 +46,7 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 	}
 	defer body.Close()
 	out := &keyList{}
-	each := func(obj runtime.Object) error {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return fmt.Errorf("list item: %w", err)
-		}
-		if err := deliver(obj); err != nil {
-			return err
-		}
-		out.Items = append(out.Items, keyStub{m.GetNamespace(), m.GetName()})
-		return nil
-	}
+	each := func(obj runtime.Object) error { return out.add(obj, deliver) }
 	r := bufio.NewReaderSize(body, 64<<10)
 	lm, err := decodeProtobufList(r, k.kind, k.item, each)
 	if errors.Is(err, errNotProtobuf) {

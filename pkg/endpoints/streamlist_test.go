@@ -65,7 +65,7 @@ func TestStreamListDelivers(t *testing.T) {
 			if fmt.Sprint(delivered) != "[ns/s0 10.96.0.1 ns/s1 10.96.0.1 ns/s2 10.96.0.1]" {
 				t.Errorf("delivered %v", delivered)
 			}
-			if out.ResourceVersion != "42" || len(out.Items) != 3 || out.Items[2].key() != "ns/s2" {
+			if out.ResourceVersion != "42" || len(out.Items) != 3 || out.Items[2].String() != "ns/s2" {
 				t.Errorf("returned %+v, want 3 keys at 42", out)
 			}
 			if want := "labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&resourceVersion=0"; len(*queries) != 1 || (*queries)[0] != want {
@@ -91,16 +91,16 @@ func TestStreamListDelivers(t *testing.T) {
 	})
 }
 
-// TestPagedListerListsFirst: with listFirst, a watch-list request before the
+// TestPagedListerListsFirst: a watch-list request before the
 // first List is refused (the reflector falls back to a List), and passed on
 // once a List completed; the keys a streamed List returns are not delivered
 // again.
 func TestPagedListerListsFirst(t *testing.T) {
 	watches := 0
 	lw := &stubLW{list: func() runtime.Object {
-		return &keyList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: []keyStub{{"ns", "a"}}}
+		return &keyList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: []keyStub{*key("ns/a")}}
 	}, watches: &watches}
-	p := &pagedLister{lw: lw, pageSize: 500, listFirst: true, deliver: func(obj any) error {
+	p := &pagedLister{lw: lw, pageSize: 500, deliver: func(obj any) error {
 		t.Errorf("delivered %T again", obj)
 		return nil
 	}}
@@ -115,7 +115,7 @@ func TestPagedListerListsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := out.(*keyList); l.ResourceVersion != "8" || len(l.Items) != 1 || l.Items[0].key() != "ns/a" {
+	if l := out.(*keyList); l.ResourceVersion != "8" || len(l.Items) != 1 || l.Items[0].String() != "ns/a" {
 		t.Errorf("list %+v, want the key at 8", l)
 	}
 	if _, err := p.WatchWithContext(context.Background(), watchList); err != nil || watches != 2 {
@@ -141,8 +141,8 @@ func (s *stubLW) WatchWithContext(context.Context, metav1.ListOptions) (watch.In
 // honours limit) are joined, at the last page's resource version.
 func TestPagedListerJoinsStreamedPages(t *testing.T) {
 	pages := []*keyList{
-		{ListMeta: metav1.ListMeta{ResourceVersion: "5", Continue: "c1"}, Items: []keyStub{{"ns", "a"}, {"ns", "b"}}},
-		{ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []keyStub{{"", "c"}}},
+		{ListMeta: metav1.ListMeta{ResourceVersion: "5", Continue: "c1"}, Items: []keyStub{*key("ns/a"), *key("ns/b")}},
+		{ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []keyStub{*key("c")}},
 	}
 	n := 0
 	lw := &stubLW{list: func() runtime.Object { n++; return pages[n-1] }, watches: new(int)}
@@ -157,7 +157,7 @@ func TestPagedListerJoinsStreamedPages(t *testing.T) {
 	l := out.(*keyList)
 	var keys []string
 	for _, k := range l.Items {
-		keys = append(keys, k.key())
+		keys = append(keys, k.String())
 	}
 	if fmt.Sprint(keys) != "[ns/a ns/b c]" || l.ResourceVersion != "5" || n != 2 {
 		t.Errorf("keys %v at %q after %d requests, want [ns/a ns/b c] at 5 after 2", keys, l.ResourceVersion, n)
