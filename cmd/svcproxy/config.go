@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
 // kube-proxy's well-known ports (k8s.io/kubernetes/pkg/cluster/ports).
@@ -32,10 +33,16 @@ const (
 	modeIPVS     = "ipvs"
 )
 
+// maxConfigBytes caps what --config reads: a KubeProxyConfiguration is a few
+// kilobytes.
+const maxConfigBytes = 1 << 20
+
 // loadConfigFile reads a KubeProxyConfiguration file and returns it with kube-proxy's
-// defaults applied, plus a warning when the file only decodes leniently.
+// defaults applied, plus a warning when the file only decodes leniently. Only a
+// regular file (or a link to one) of at most maxConfigBytes is read: a named pipe,
+// a device or a bigger file is refused at once, saying why.
 func loadConfigFile(path string) (*kubeproxyconfig.KubeProxyConfiguration, []warning, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, maxConfigBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config: %w", err)
 	}

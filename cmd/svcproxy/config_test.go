@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,4 +394,48 @@ func wantWarning(t *testing.T, o *options, parts ...string) {
 		}
 	}
 	t.Errorf("no warning mentions %q; warnings: %v", parts, o.warnings)
+}
+
+// TestConfigFileNotReadable: --config names something that is not a small regular
+// file: svcproxy refuses at once, saying which file and why, instead of blocking on
+// a named pipe nobody writes or reading /dev/zero until memory runs out.
+func TestConfigFileNotReadable(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.conf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.conf")
+	if err := os.WriteFile(big, []byte(configHeader+"#"+strings.Repeat("x", maxConfigBytes)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zeroLink := filepath.Join(dir, "zero.conf")
+	if err := os.Symlink("/dev/zero", zeroLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, wantErr string
+	}{
+		{"a named pipe nobody writes", fifo, "--config: " + fifo + " is a named pipe (FIFO), not a regular file: not read"},
+		{"a character device", "/dev/zero", "--config: /dev/zero is a character device, not a regular file: not read"},
+		{"a link to a character device", zeroLink, "--config: " + zeroLink + " is a character device, not a regular file"},
+		{"a directory", dir, "--config: " + dir + " is a directory, not a regular file"},
+		{"over the cap", big, "--config: " + big + " is 1048652 bytes (1 MiB), over the cap of 1 MiB: not read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := parseFlags([]string{"--config", tc.path})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("parseFlags blocked for 5 s")
+			}
+		})
+	}
 }
