@@ -49,7 +49,10 @@ type gauge interface{ Set(float64) }
 // symlinks (so a ConfigMap volume's `..data` swap or a re-pointed link is seen),
 // and applies a file only when two polls in a row saw the same content: a file
 // caught half-written, even one that still parses, waits for the writer to finish.
-// A file that disappears is dropped only once it stayed gone for a poll too.
+// A file that disappears is dropped only once it stayed gone for a poll too. Only
+// regular files of at most manifests.MaxFileBytes are read (manifests.ReadFile):
+// a named pipe, a device or a bigger file is skipped, never waited on, and keeps
+// what its name declared before, like a file that cannot be read.
 type manifestWatcher struct {
 	dir      string
 	tracker  objectSink // every family's tracker
@@ -172,7 +175,7 @@ func (w *manifestWatcher) pollFile(name string) bool {
 	if statErr != nil {
 		now.err = statErr.Error()
 	} else if stamp != "" {
-		data, err := os.ReadFile(path)
+		data, err := manifests.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			now.stamp = ""
@@ -204,7 +207,7 @@ func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
 	var file *manifests.File
 	switch {
 	case f.seen.err != "":
-		file = &manifests.File{Broken: true, Problems: []manifests.Problem{{File: name, Item: -1, Reason: "read: " + f.seen.err}}}
+		file = &manifests.File{Broken: true, Problems: []manifests.Problem{manifests.FileProblem(name, errors.New(f.seen.err))}}
 	case f.seen.stamp == "":
 		file = &manifests.File{} // gone
 	default:
@@ -218,6 +221,10 @@ func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
 		return true
 	}
 	for _, p := range f.problems {
+		if p.Doc < 0 {
+			klog.InfoS("Skipping manifest file", "file", p.File, "reason", p.Reason)
+			continue
+		}
 		kv := []any{"file", p.File, "document", p.Doc}
 		if p.Item >= 0 {
 			kv = append(kv, "item", p.Item)

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/manifesttest"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
@@ -408,5 +410,92 @@ func TestManifestErrorsMetric(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.ManifestErrors); v != 2 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 2", v)
+	}
+}
+
+// TestManifestWatcherUnreadableFiles: a name in the directory that is not a regular
+// file (a named pipe nobody writes, a link to /dev/zero) or is over the size cap is
+// skipped without being opened for long: it is logged once, naming the file and why,
+// counted in svcproxy_manifest_errors, and the other files' changes keep flowing.
+// A file that becomes unreadable keeps what it declared before.
+func TestManifestWatcherUnreadableFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		make    func(t *testing.T, path string)
+		wantLog string
+	}{
+		{name: "a named pipe nobody writes", file: "30-fifo.yaml",
+			make:    func(t *testing.T, path string) { mkfifo(t, path) },
+			wantLog: `is a named pipe (FIFO), not a regular file: not read"`},
+		{name: "a link to a named pipe", file: "30-fifo.yaml",
+			make: func(t *testing.T, path string) {
+				mkfifo(t, path+".pipe")
+				symlink(t, path+".pipe", path)
+			},
+			wantLog: `is a named pipe (FIFO), not a regular file: not read"`},
+		{name: "a link to /dev/zero", file: "31-zero.yaml",
+			make:    func(t *testing.T, path string) { symlink(t, "/dev/zero", path) },
+			wantLog: `is a character device, not a regular file: not read"`},
+		{name: "a file over the cap", file: "32-big.yaml",
+			make: func(t *testing.T, path string) {
+				writeFile(t, path, manifesttest.Service("big", "10.96.0.9")+"# "+strings.Repeat("x", manifests.MaxFileBytes)+"\n")
+			},
+			wantLog: fmt.Sprintf(`is %d bytes (3 MiB), over the cap of 3 MiB: not read"`, manifests.MaxFileBytes+len(manifesttest.Service("big", "10.96.0.9"))+3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := captureKlog(t)
+			dir := t.TempDir()
+			good := filepath.Join(dir, "a-good.yaml")
+			writeFile(t, good, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.2"))
+			tc.make(t, filepath.Join(dir, tc.file))
+			r := newWatchRig(t, dir)
+			pollWithin := func(n int) {
+				t.Helper()
+				done := make(chan struct{})
+				go func() { r.poll(n); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%d polls took over 5 s: the watcher is blocked", n)
+				}
+			}
+			pollWithin(2)
+			if got, want := r.state(), map[string]string{"default/web": "10.244.1.2"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("tracker holds %v, want %v", got, want)
+			}
+			if r.errs.v != 1 {
+				t.Errorf("svcproxy_manifest_errors = %v, want 1", r.errs.v)
+			}
+			replaceFile(t, good, manifesttest.Service("web", "10.96.0.5")+"---\n"+manifesttest.Slice("web", "10.244.1.2", "10.244.1.3"))
+			pollWithin(4)
+			if got, want := r.state(), map[string]string{"default/web": "10.244.1.2,10.244.1.3"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("after a change next to %s: tracker holds %v, want %v", tc.file, got, want)
+			}
+			line := `"Skipping manifest file" file="` + tc.file + `" reason="` + filepath.Join(dir, tc.file) + " " + tc.wantLog
+			if n := strings.Count(logs(), line); n != 1 {
+				t.Errorf("log has %d lines %s, want 1:\n%s", n, line, logs())
+			}
+
+			// A good file that becomes unreadable keeps what it declared.
+			if err := os.Remove(good); err != nil {
+				t.Fatal(err)
+			}
+			tc.make(t, good)
+			pollWithin(3)
+			if got, want := r.state(), map[string]string{"default/web": "10.244.1.2,10.244.1.3"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("a manifest replaced by %s: tracker holds %v, want %v", tc.name, got, want)
+			}
+			if r.errs.v != 2 {
+				t.Errorf("svcproxy_manifest_errors = %v, want 2", r.errs.v)
+			}
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

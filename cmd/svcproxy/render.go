@@ -210,7 +210,7 @@ func loadManifests(dir string) (*manifests.Objects, []manifests.Problem, error) 
 	if dir == "" {
 		return manifests.Read(deploy.Examples, "examples")
 	}
-	return manifests.Read(os.DirFS(dir), ".")
+	return manifests.ReadDir(dir)
 }
 
 // objectSink takes Services and EndpointSlices: a tracker, or every family's.

@@ -3,10 +3,14 @@ package manifests
 import (
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/svcproxy/svcproxy/deploy"
 	"github.com/svcproxy/svcproxy/internal/manifesttest"
@@ -293,5 +297,88 @@ func TestLoadIsStrict(t *testing.T) {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q lacks %q", err, s)
 		}
+	}
+}
+
+// TestReadUnreadableFiles: a manifest name that is not a regular file, or a file
+// over MaxFileBytes, is one problem naming the file and why, read neither for long
+// nor in full; the other files are used. ReadDir reads a directory of the OS
+// (named pipes, links to devices), Read an fs.FS.
+func TestReadUnreadableFiles(t *testing.T) {
+	svc := manifesttest.Service("a", "10.96.0.1")
+	big := svc + "# " + strings.Repeat("x", MaxFileBytes) + "\n"
+	tooBig := fmt.Sprintf("bad.yaml is %d bytes (3 MiB), over the cap of 3 MiB: not read", len(big))
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, dir string) // adds bad.yaml to dir
+		fs   fstest.MapFS                   // or, for Read: bad.yaml
+		want string
+	}{
+		{name: "a named pipe", want: "bad.yaml is a named pipe (FIFO), not a regular file: not read",
+			make: func(t *testing.T, dir string) { mustMkfifo(t, filepath.Join(dir, "bad.yaml")) }},
+		{name: "a link to /dev/zero", want: "bad.yaml is a character device, not a regular file: not read",
+			make: func(t *testing.T, dir string) { mustSymlink(t, "/dev/zero", filepath.Join(dir, "bad.yaml")) }},
+		{name: "a link to a directory", want: "bad.yaml is a directory, not a regular file: not read",
+			make: func(t *testing.T, dir string) { mustSymlink(t, ".", filepath.Join(dir, "bad.yaml")) }},
+		{name: "a file over the cap", want: tooBig,
+			make: func(t *testing.T, dir string) {
+				if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte(big), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "fs.FS: a named pipe", want: "bad.yaml is a named pipe (FIFO), not a regular file: not read",
+			fs: fstest.MapFS{"bad.yaml": {Mode: fs.ModeNamedPipe}}},
+		{name: "fs.FS: a file over the cap", want: tooBig,
+			fs: fstest.MapFS{"bad.yaml": {Data: []byte(big)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type result struct {
+				objs     *Objects
+				problems []Problem
+				err      error
+			}
+			done := make(chan result, 1)
+			if tc.fs != nil {
+				tc.fs["good.yaml"] = &fstest.MapFile{Data: []byte(svc)}
+				go func() { o, p, err := Read(tc.fs, "."); done <- result{o, p, err} }()
+			} else {
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "good.yaml"), []byte(svc), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				tc.make(t, dir)
+				go func() { o, p, err := ReadDir(dir); done <- result{o, p, err} }()
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("reading took over 5 s")
+			}
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if got := summarize(r.objs); !reflect.DeepEqual(got, summary{Services: []string{"default/a"}}) {
+				t.Errorf("read %+v, want default/a", got)
+			}
+			checkProblems(t, r.problems, []string{tc.want})
+			if len(r.problems) == 1 && (r.problems[0].Doc != -1 || !strings.HasPrefix(r.problems[0].String(), "bad.yaml: ")) {
+				t.Errorf("problem %q (document %d) does not name the whole file", r.problems[0], r.problems[0].Doc)
+			}
+		})
+	}
+}
+
+func mustMkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -172,7 +172,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
 			Help: "Time to read svcproxy's table back from the kernel (start-up adoption and drift checks)", Buckets: syncBuckets}),
 		ManifestErrors: plainGauge("svcproxy_manifest_errors",
-			"With --manifests: documents (or List items) currently skipped because they do not decode or their file cannot be read"),
+			"With --manifests: documents (or List items) currently skipped because they do not decode or are invalid, and files skipped because they cannot be read (not a regular file, over the size cap)"),
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 	}
