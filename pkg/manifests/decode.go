@@ -40,7 +40,8 @@ var kinds = map[string]string{"Service": "v1", "EndpointSlice": "discovery.k8s.i
 
 // Decode splits data (YAML documents, or a stream of JSON objects) into documents
 // and decodes each on its own, each item of a List too: a bad one becomes a
-// Problem and the others are used. Kinds other than Service and EndpointSlice are
+// Problem and the others are used, as does an object whose names kube-apiserver
+// would refuse (see invalid). Kinds other than Service and EndpointSlice are
 // skipped.
 func Decode(name string, data []byte) *File {
 	f := &File{}
@@ -145,8 +146,16 @@ func (f *File) object(loc Problem, js []byte, listOK bool) {
 		}
 		switch x := obj.(type) {
 		case *v1.Service:
+			if why := validateService(x); why != "" {
+				f.held(loc, key, why)
+				return
+			}
 			f.Services = append(f.Services, x)
 		case *discoveryv1.EndpointSlice:
+			if why := validateEndpointSlice(x); why != "" {
+				f.held(loc, key, why)
+				return
+			}
 			f.EndpointSlices = append(f.EndpointSlices, x)
 		}
 	}
