@@ -94,10 +94,8 @@ func externalOf(svc *v1.Service, fam Family, report func(error)) external {
 	x.hasNodePorts = isLB || svc.Spec.Type == v1.ServiceTypeNodePort
 	if isLB {
 		var ips []string
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			// ipMode Proxy: the load balancer delivers to the node, not to the VIP;
-			// capturing the VIP would bypass it.
-			if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy) {
+		for i, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP == "" || !isVIPMode(ing, i, fam, report) {
 				continue
 			}
 			ips = append(ips, ing.IP)
@@ -117,6 +115,24 @@ func externalOf(svc *v1.Service, fam Family, report func(error)) external {
 		}
 	}
 	return x
+}
+
+// isVIPMode tells whether ingress i's IP is a VIP the node captures, as kube-proxy's
+// IsVIPMode: ipMode unset or VIP. With ipMode Proxy the load balancer delivers to
+// the node, not to the VIP, and capturing the VIP would bypass it; any other value
+// (the API server accepts only these two; a manifest may say anything) is not
+// captured either, and is reported once, by the tracker of the IP's family.
+func isVIPMode(ing v1.LoadBalancerIngress, i int, fam Family, report func(error)) bool {
+	switch {
+	case ing.IPMode == nil, *ing.IPMode == v1.LoadBalancerIPModeVIP:
+		return true
+	case *ing.IPMode == v1.LoadBalancerIPModeProxy:
+		return false
+	}
+	if a, err := parseIP(strings.TrimSpace(ing.IP)); err == nil && fam.matches(a) {
+		report(fmt.Errorf("status.loadBalancer.ingress[%d] (%s): ipMode %q is neither VIP nor Proxy: not captured, as kube-proxy does", i, ing.IP, *ing.IPMode))
+	}
+	return false
 }
 
 // addrsOf parses addresses of family fam from field, reporting bad and reserved ones.

@@ -22,9 +22,8 @@ func TestServicePortsExternal(t *testing.T) {
 		return func(s *v1.Service) {
 			for _, a := range ips {
 				ing := v1.LoadBalancerIngress{IP: a}
-				if strings.HasSuffix(a, "!proxy") {
-					ing.IP = strings.TrimSuffix(a, "!proxy")
-					ing.IPMode = ptr(v1.LoadBalancerIPModeProxy)
+				if ip, mode, ok := strings.Cut(a, "!"); ok { // "IP!Mode": that ipMode
+					ing.IP, ing.IPMode = ip, ptr(v1.LoadBalancerIPMode(mode))
 				}
 				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, ing)
 			}
@@ -49,8 +48,16 @@ func TestServicePortsExternal(t *testing.T) {
 			opts: []svcOpt{withType(v1.ServiceTypeLoadBalancer, 0), ingress("192.0.2.10")},
 			want: ServicePort{LoadBalancerIPs: "192.0.2.10"}},
 		{name: "LoadBalancer ingress: ipMode Proxy and other family skipped, sorted",
-			opts: []svcOpt{withType(v1.ServiceTypeLoadBalancer, 30080), ingress("192.0.2.20", "2001:db8::1", "192.0.2.11!proxy", "192.0.2.10", "")},
+			opts: []svcOpt{withType(v1.ServiceTypeLoadBalancer, 30080), ingress("192.0.2.20", "2001:db8::1", "192.0.2.11!Proxy", "192.0.2.10", "")},
 			want: ServicePort{NodePort: 30080, LoadBalancerIPs: "192.0.2.10,192.0.2.20"}},
+		// As kube-proxy's IsVIPMode: only VIP and unset are VIPs to capture.
+		{name: "ipMode VIP and unset captured",
+			opts: []svcOpt{withType(v1.ServiceTypeLoadBalancer, 0), ingress("192.0.2.10!VIP", "192.0.2.20")},
+			want: ServicePort{LoadBalancerIPs: "192.0.2.10,192.0.2.20"}},
+		{name: "an unknown ipMode is not captured, and reported",
+			opts:    []svcOpt{withType(v1.ServiceTypeLoadBalancer, 0), ingress("192.0.2.10!Bogus", "192.0.2.20", "192.0.2.30!vip")},
+			want:    ServicePort{LoadBalancerIPs: "192.0.2.20"},
+			wantErr: []string{`status.loadBalancer.ingress[0] (192.0.2.10): ipMode "Bogus" is neither VIP nor Proxy`, `status.loadBalancer.ingress[2] (192.0.2.30): ipMode "vip"`}},
 		{name: "ingress of a non-LoadBalancer ignored",
 			opts: []svcOpt{withType(v1.ServiceTypeNodePort, 30080), ingress("192.0.2.10")},
 			want: ServicePort{NodePort: 30080}},

@@ -99,8 +99,8 @@ type ServicePort struct {
 	NodePort uint16
 	// ExternalIPs are spec.externalIPs of the tracker's Family.
 	ExternalIPs AddrList
-	// LoadBalancerIPs are status.loadBalancer.ingress[].ip of the tracker's Family,
-	// without those with ipMode Proxy.
+	// LoadBalancerIPs are status.loadBalancer.ingress[].ip of the tracker's Family
+	// whose ipMode is VIP or unset (kube-proxy's IsVIPMode).
 	LoadBalancerIPs AddrList
 	// SourceRanges is loadBalancerSourceRanges: when set, only these sources may
 	// reach LoadBalancerIPs (others are dropped).
