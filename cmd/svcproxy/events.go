@@ -19,6 +19,11 @@ import (
 // older Service has the same ClusterIP.
 const ReasonClusterIPConflict = "ClusterIPConflict"
 
+// ReasonNodePortConflict is the Event reason on a Service served without one of its
+// node ports (a nodePort, or its healthCheckNodePort) because an older Service uses
+// that port.
+const ReasonNodePortConflict = "NodePortConflict"
+
 // ReasonKernelRefused is the Event reason on a Service whose rules the kernel refuses.
 const ReasonKernelRefused = "KernelRefused"
 
@@ -94,11 +99,17 @@ func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
 }
 
 // conflictReporter turns the tracker's conflict changes into the conflicting-Services
-// gauge, a log line, and for each new conflict one Warning Event on the Service that
-// is not proxied, naming the one that keeps the address.
-func conflictReporter(events *Events, active gauge) func(endpoints.ConflictChange) {
+// and conflicting-node-ports gauges, a log line, and for each new conflict one
+// Warning Event on the Service that is not proxied (or not on that node port),
+// naming the one that keeps the address or port.
+func conflictReporter(events *Events, active, activeNodePorts gauge) func(endpoints.ConflictChange) {
 	return func(c endpoints.ConflictChange) {
 		active.Set(float64(c.Active))
+		activeNodePorts.Set(float64(c.ActiveNodePorts))
+		if c.NodePort != (endpoints.NodePortUse{}) {
+			reportNodePortConflict(events, c)
+			return
+		}
 		if c.Resolved {
 			klog.InfoS("ClusterIP conflict over", "service", c.Service.Key.String(), "clusterIP", c.Addr)
 			return
@@ -107,4 +118,18 @@ func conflictReporter(events *Events, active gauge) func(endpoints.ConflictChang
 			fmt.Sprintf("ClusterIP %s is also used by the older Service %s, which keeps it: svcproxy does not proxy this Service until that one is deleted or one of them changes its ClusterIP",
 				c.Addr, c.Winner))
 	}
+}
+
+func reportNodePortConflict(events *Events, c endpoints.ConflictChange) {
+	if c.Resolved {
+		klog.InfoS("Node port conflict over", "service", c.Service.Key.String(), "nodePort", c.NodePort.String())
+		return
+	}
+	without := "svcproxy does not serve this Service on that nodePort"
+	if c.NodePort.HealthCheck {
+		without = "svcproxy serves no health check for this Service (its load balancer's probes would reach the other Service)"
+	}
+	events.Warn(c.Service.Key.Namespace, c.Service.Key.Name, ReasonNodePortConflict,
+		fmt.Sprintf("%s is also %s of the older Service %s, which keeps it: %s until one of them is deleted or changes that port",
+			c.NodePort, c.WinnerUse, c.Winner, without))
 }

@@ -37,7 +37,7 @@ func TestConflictEventOnTheLoser(t *testing.T) {
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
 	events := &Events{}
 	defer events.Shutdown()
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, gauge)})
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, gauge, prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"}))})
 	events.connect(fakeCluster(client), "node-a", trackerUID(tr))
 
 	t0 := time.Unix(1_700_000_000, 0)
@@ -157,5 +157,83 @@ func TestServiceWarningsAreRateLimited(t *testing.T) {
 		if e.Reason != ReasonKernelRefused || e.Type != corev1.EventTypeWarning || e.InvolvedObject.Name != "web" {
 			t.Errorf("event %+v", e)
 		}
+	}
+}
+
+// TestNodePortConflictEvents: a Service served without one of its node ports
+// because an older Service uses it gets one Warning Event NodePortConflict naming
+// the port, how the older Service uses it and that Service; the node port gauge
+// counts it (the Services gauge does not: the Service is still proxied), and drops
+// when the conflict ends.
+func TestNodePortConflictEvents(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	nodePort := func(name, ip string, at time.Time, port int32) *corev1.Service {
+		s := conflictService(name, "u-"+name, at)
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = port
+		return s
+	}
+	lbLocal := func(name, ip string, at time.Time, port, hc int32) *corev1.Service {
+		s := nodePort(name, ip, at, port)
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hc
+		return s
+	}
+	for _, tc := range []struct {
+		name        string
+		old, young  *corev1.Service
+		wantMessage string
+	}{
+		{name: "a health check port on an older Service's nodePort",
+			old: nodePort("old", "10.96.0.1", t0, 30080), young: lbLocal("young", "10.96.0.2", t0.Add(time.Minute), 30081, 30080),
+			wantMessage: "healthCheckNodePort 30080 is also nodePort 30080/TCP of the older Service ns/old, which keeps it: svcproxy serves no health check for this Service (its load balancer's probes would reach the other Service) until one of them is deleted or changes that port"},
+		{name: "a nodePort on an older Service's health check port",
+			old: lbLocal("old", "10.96.0.1", t0, 30081, 30080), young: nodePort("young", "10.96.0.2", t0.Add(time.Minute), 30080),
+			wantMessage: "nodePort 30080/TCP is also healthCheckNodePort 30080 of the older Service ns/old, which keeps it: svcproxy does not serve this Service on that nodePort until one of them is deleted or changes that port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			services := prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})
+			ports := prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"})
+			events := &Events{}
+			defer events.Shutdown()
+			tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, services, ports)})
+			events.connect(fakeCluster(client), "node-a", trackerUID(tr))
+			tr.OnServiceAdd(tc.young)
+			tr.OnServiceAdd(tc.old)
+			tr.Take()
+			tr.OnServiceUpdate(tc.young, tc.young)
+			tr.Take()
+
+			var got []corev1.Event
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got = list.Items; len(got) > 0 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(got) != 1 {
+				t.Fatalf("events: %+v, want one", got)
+			}
+			if e := got[0]; e.Type != corev1.EventTypeWarning || e.Reason != ReasonNodePortConflict || e.Message != tc.wantMessage ||
+				e.InvolvedObject.Name != "young" || e.InvolvedObject.UID != "u-young" {
+				t.Fatalf("event %+v\nwant message %q", e, tc.wantMessage)
+			}
+			if p, s := testutil.ToFloat64(ports), testutil.ToFloat64(services); p != 1 || s != 0 {
+				t.Fatalf("conflicting node ports = %v, services = %v; want 1, 0", p, s)
+			}
+			tr.OnServiceDelete(tc.old)
+			tr.Take()
+			if p := testutil.ToFloat64(ports); p != 0 {
+				t.Fatalf("conflicting node ports after the winner's deletion = %v, want 0", p)
+			}
+		})
 	}
 }

@@ -158,8 +158,8 @@ func mergeHealthChecks(by map[endpoints.Family]map[endpoints.ServiceKey]proxy.He
 	return out
 }
 
-// conflictGauge sums the families' conflicting Services into one gauge: each
-// tracker reports its own family's count.
+// conflictGauge sums the families' conflicting Services (or node ports) into one
+// gauge: each tracker reports its own family's count.
 type conflictGauge struct {
 	gauge prometheus.Gauge
 	mu    sync.Mutex

@@ -174,6 +174,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 	}
 	hcs := newHealthCheckMerger(parts.hc)
 	conflicts := &conflictGauge{gauge: parts.metrics.ConflictingServices}
+	portConflicts := &conflictGauge{gauge: parts.metrics.ConflictingNodePorts}
 	fps := make(familyProxies, 0, len(families))
 	ledger := &proxy.CommitLedger{}
 	for _, f := range families {
@@ -185,7 +186,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 				parts.metrics.InvalidObjects.WithLabelValues(kind).Inc()
 			},
 			OnChange:   func() { fp.proxy.Trigger() },
-			OnConflict: conflictReporter(parts.events, conflicts.family(f)),
+			OnConflict: conflictReporter(parts.events, conflicts.family(f), portConflicts.family(f)),
 			Counts:     parts.metrics,
 		})
 		cfg := proxy.Config{

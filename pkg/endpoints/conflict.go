@@ -16,21 +16,29 @@ type ServiceRef struct {
 }
 
 // ConflictChange reports that a Service started, or stopped, being left unproxied
-// because an older Service claims the same cluster IP.
+// because an older Service claims the same cluster IP, or (NodePort set) being
+// served without one of its node ports because an older Service uses it.
 //
 // Two Services with one cluster IP cannot both be served: their ports would render
 // to the same keys. The older one (metadata.creationTimestamp, then namespace/name)
 // keeps the address; the other is not proxied at all on it, as if it had no cluster
 // IP of this family (its other family, handled by another Tracker, is unaffected).
 // When the winner goes, the next one in that order takes over in the same Take.
+// Node ports are decided the same way among the Services that are proxied (see
+// claimPortsLocked); the loser keeps everything else.
 type ConflictChange struct {
 	Service ServiceRef // the Service that is not proxied (or no longer conflicting)
-	Winner  ServiceKey // who keeps the address; zero when Resolved
-	Addr    netip.Addr
-	// Resolved: Service is proxied again, or was deleted or moved to another address.
+	Winner  ServiceKey // who keeps the address or node port; zero when Resolved
+	Addr    netip.Addr // the cluster IP; zero for a node port conflict
+	// NodePort is the use of a node port Service is served without; zero for a
+	// cluster IP conflict. WinnerUse is how Winner uses that port.
+	NodePort, WinnerUse NodePortUse
+	// Resolved: Service is proxied again (with that node port), or was deleted or
+	// moved to another address (or node port).
 	Resolved bool
-	// Active is how many Services are left unproxied by conflicts after this Take.
-	Active int
+	// Active is how many Services are left unproxied by cluster IP conflicts after
+	// this Take; ActiveNodePorts how many node port uses are left out by conflicts.
+	Active, ActiveNodePorts int
 }
 
 // serviceEntry is what the tracker keeps of a proxied Service: its ports and what
@@ -55,12 +63,13 @@ func (e serviceEntry) clusterIP() netip.Addr {
 
 // claimLocked records that key claims addr (valid) or gives up old, and marks
 // every other claimant of either address dirty, so that a change of winner swaps
-// both Services in the same Take.
+// both Services in the same Take (and the other claimants of their node ports,
+// which a Service holds only while it is proxied).
 func (t *Tracker) claimLocked(key ServiceKey, old, addr netip.Addr) {
 	if old == addr {
 		for _, k := range t.claims[addr] {
 			if k != key {
-				t.markDirtyLocked(k)
+				t.markWithPortRivalsLocked(k)
 			}
 		}
 		return
@@ -73,12 +82,12 @@ func (t *Tracker) claimLocked(key ServiceKey, old, addr netip.Addr) {
 			t.claims[old] = rest
 		}
 		for _, k := range rest {
-			t.markDirtyLocked(k)
+			t.markWithPortRivalsLocked(k)
 		}
 	}
 	if addr.IsValid() {
 		for _, k := range t.claims[addr] {
-			t.markDirtyLocked(k)
+			t.markWithPortRivalsLocked(k)
 		}
 		t.claims[addr] = append(t.claims[addr], key)
 	}
@@ -97,8 +106,9 @@ func compareServiceKeys(a, b ServiceKey) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// resolveLocked returns the ports key may use after conflicts are decided, and
-// notes in changes whether its conflict state differs from what was last reported.
+// resolveLocked returns the ports key may use after conflicts (over its cluster IP,
+// then over its node ports) are decided, and notes in changes whether its conflict
+// state differs from what was last reported.
 func (t *Tracker) resolveLocked(key ServiceKey, changes *[]ConflictChange) []ServicePort {
 	e, ok := t.services[key]
 	addr := e.clusterIP()
@@ -116,10 +126,11 @@ func (t *Tracker) resolveLocked(key ServiceKey, changes *[]ConflictChange) []Ser
 		delete(t.losing, key)
 		*changes = append(*changes, ConflictChange{Service: ServiceRef{key, e.uid}, Addr: prev.addr, Resolved: true})
 	}
+	ports := e.ports
 	if lost {
-		return nil
+		ports = nil
 	}
-	return e.ports
+	return t.resolvePortsLocked(key, ServiceRef{key, e.uid}, ports, changes)
 }
 
 // lostTo is a reported conflict: the winner and the address.

@@ -100,6 +100,15 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 		sp.ExternalLocal = ext.local && sp.External()
 		out = append(out, sp)
 	}
+	if hc := ext.healthCheckPort; hc != 0 {
+		// The nodePort's rule would take the load balancer's probes to a pod.
+		if i, dup := byNodePort[slicePort{Protocol: string(v1.ProtocolTCP), Port: hc}]; dup {
+			report(fmt.Errorf("spec.healthCheckNodePort %d is also spec.ports[%d] (%q)'s nodePort, which keeps it: no health check", hc, i, svc.Spec.Ports[i].Name))
+			for j := range out {
+				out[j].HealthCheckNodePort = 0
+			}
+		}
+	}
 	if len(out) == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -35,9 +36,10 @@ type TrackerOptions struct {
 	// block or call back into the Tracker.
 	OnChange func()
 	// OnConflict, if set, is told once when a Service starts being left unproxied
-	// because an older Service has the same cluster IP (or its winner changes), and
-	// once when that ends; see ConflictChange. It is called from Take, after the
-	// Tracker's lock is released.
+	// because an older Service has the same cluster IP (or its winner changes), or
+	// served without a node port an older Service uses, and once when that ends;
+	// see ConflictChange. It is called from Take, after the Tracker's lock is
+	// released.
 	OnConflict func(ConflictChange)
 	// Counts, if set, receives kube-proxy's change counters.
 	Counts ChangeCounts
@@ -69,6 +71,12 @@ type Tracker struct {
 	claims map[netip.Addr][]ServiceKey
 	// losing holds the conflicts last reported to OnConflict, by loser.
 	losing map[ServiceKey]lostTo
+	// portClaims lists, per node port and protocol (a health check port is TCP),
+	// the Services that use it; losingPorts holds the node port conflicts last
+	// reported, by loser and use, and losingPortCount their number.
+	portClaims      map[slicePort][]ServiceKey
+	losingPorts     map[ServiceKey]map[NodePortUse]portLoss
+	losingPortCount int
 	// slicesBySvc holds slices by Service and slice name; kept even when the
 	// Service is absent because slices may arrive first.
 	slicesBySvc map[ServiceKey]serviceSlices
@@ -108,6 +116,8 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		services:        make(map[ServiceKey]serviceEntry),
 		claims:          make(map[netip.Addr][]ServiceKey),
 		losing:          make(map[ServiceKey]lostTo),
+		portClaims:      make(map[slicePort][]ServiceKey),
+		losingPorts:     make(map[ServiceKey]map[NodePortUse]portLoss),
 		slicesBySvc:     make(map[ServiceKey]serviceSlices),
 		sliceOwner:      make(map[sliceKey]ServiceKey),
 		dirty:           make(map[ServiceKey]time.Time),
@@ -181,12 +191,14 @@ func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 		}
 		delete(t.services, key)
 		t.claimLocked(key, old.clusterIP(), netip.Addr{})
+		t.claimPortsLocked(key, old.nodePortUses(), nil)
 	} else {
 		if had && old.equal(*e) {
 			return
 		}
 		t.services[key] = *e
 		t.claimLocked(key, old.clusterIP(), e.clusterIP())
+		t.claimPortsLocked(key, old.nodePortUses(), e.nodePortUses())
 	}
 	t.pendingServices[key] = struct{}{}
 	t.markDirtyLocked(key)
@@ -328,14 +340,16 @@ func (t *Tracker) TakeChanges() Changes {
 	t.pendingServices = emptied(t.pendingServices)
 	t.pendingSliceEvents = 0
 	t.countsLocked()
-	active := len(t.losing)
+	active, activePorts := len(t.losing), t.losingPortCount
 	c.Snapshot = Snapshot{Endpoints: t.snapEndpoints, ports: t.snapPorts}
 	t.mu.Unlock()
 
 	if t.onConflict != nil {
-		slices.SortFunc(conflicts, func(a, b ConflictChange) int { return compareServiceKeys(a.Service.Key, b.Service.Key) })
+		slices.SortFunc(conflicts, func(a, b ConflictChange) int {
+			return cmp.Or(compareServiceKeys(a.Service.Key, b.Service.Key), compareNodePortUses(a.NodePort, b.NodePort))
+		})
 		for _, cc := range conflicts {
-			cc.Active = active
+			cc.Active, cc.ActiveNodePorts = active, activePorts
 			t.onConflict(cc)
 		}
 	}

@@ -37,12 +37,14 @@ type Metrics struct {
 	// svcproxy's.
 	InvalidObjects      *prometheus.CounterVec
 	ConflictingServices prometheus.Gauge
-	ConntrackDeleted    prometheus.Counter
-	RefusedChanges      prometheus.Counter
-	RefusedServices     prometheus.Gauge
-	TxObjects           prometheus.Histogram
-	KernelReadDuration  prometheus.Histogram
-	ManifestErrors      prometheus.Gauge
+	// ConflictingNodePorts counts node port uses left out by conflicts.
+	ConflictingNodePorts prometheus.Gauge
+	ConntrackDeleted     prometheus.Counter
+	RefusedChanges       prometheus.Counter
+	RefusedServices      prometheus.Gauge
+	TxObjects            prometheus.Histogram
+	KernelReadDuration   prometheus.Histogram
+	ManifestErrors       prometheus.Gauge
 	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
 	AffinityEntriesDeleted prometheus.Counter
 
@@ -161,6 +163,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConflictingServices: plainGauge("svcproxy_conflicting_services",
 			"Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event)"),
+		ConflictingNodePorts: plainGauge("svcproxy_conflicting_node_ports",
+			"Node ports (nodePorts and healthCheckNodePorts) Services are served without because an older Service uses the same port and protocol, per IP family (each has a NodePortConflict Event)"),
 		ConntrackDeleted: plainCounter("svcproxy_conntrack_entries_deleted_total",
 			"UDP and SCTP conntrack entries deleted because their endpoint no longer serves the Service address, and TCP entries of unanswered SYNs that went to a Service address untranslated or to such an endpoint"),
 		RefusedChanges: plainCounter("svcproxy_sync_refused_owner_changes_total",
