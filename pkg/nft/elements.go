@@ -69,7 +69,10 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 	for i := range uniq {
 		id := spans[i].id
 		if more := r.contested[id]; len(more) > 0 {
-			conflicts = append(conflicts, r.entryConflicts(id, r.elements[id], owner, more)...)
+			if cs := r.entryConflicts(id, r.elements[id], owner, more); len(cs) > 0 {
+				conflicts = append(conflicts, cs...)
+				r.touch(id)
+			}
 		}
 	}
 	if len(uniq) == 0 {
@@ -134,6 +137,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	more := r.contested[id]
 	if entry.owner != ref {
 		r.setContested(id, slices.DeleteFunc(more, func(h holder) bool { return h.owner == owner }))
+		r.touch(id)
 		return
 	}
 	if len(more) == 0 {
@@ -159,6 +163,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 		r.undeclared[id] = &more[0].Element
 	}
 	r.setContested(id, more[1:])
+	r.touch(id) // the next owner may differ from those after it
 	if !found || prev != r.valueOf(entry) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
@@ -201,8 +206,40 @@ func (r *Ruleset) entryConflicts(id string, entry elementEntry, owner string, mo
 	return out
 }
 
+// touch records that the contest of id changed, if it still has one (see
+// TakeConflicts).
+func (r *Ruleset) touch(id string) {
+	if len(r.contested[id]) == 0 {
+		return
+	}
+	if r.touched == nil {
+		r.touched = map[string]struct{}{}
+	}
+	r.touched[id] = struct{}{}
+}
+
+// TakeConflicts lists the conflicts, as Conflicts does, of the element IDs whose
+// contest the SetFragment calls since the last TakeConflicts changed: those that
+// outlive a batch of changes, without the transient ones (a key handed over from
+// one owner to another within the batch). It costs what the batch changed.
+func (r *Ruleset) TakeConflicts() []ElementConflict {
+	if len(r.touched) == 0 {
+		return nil
+	}
+	var out []ElementConflict
+	for _, id := range sortedKeys(r.touched) {
+		if more := r.contested[id]; len(more) > 0 {
+			entry := r.elements[id]
+			out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], more)...)
+		}
+	}
+	r.touched = nil
+	return out
+}
+
 // Conflicts lists every element ID that owners currently render with different
-// values, sorted by element, then losing owner.
+// values, sorted by element, then losing owner. It walks every element more than
+// one owner adds: for tests; the sync loop asks TakeConflicts.
 func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {

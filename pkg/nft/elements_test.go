@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -74,8 +75,16 @@ func TestElementConflicts(t *testing.T) {
 					t.Errorf("conflict %v", c)
 				}
 			}
-			if left := r.Conflicts(); len(left) != tc.wantLeft {
+			left := r.Conflicts()
+			if len(left) != tc.wantLeft {
 				t.Errorf("Conflicts() = %v, want %d", left, tc.wantLeft)
+			}
+			// All steps as one batch: what outlives it is every conflict left.
+			if taken := r.TakeConflicts(); fmt.Sprint(taken) != fmt.Sprint(left) {
+				t.Errorf("TakeConflicts() = %v, want %v", taken, left)
+			}
+			if again := r.TakeConflicts(); len(again) != 0 {
+				t.Errorf("TakeConflicts() again = %v, want none", again)
 			}
 			if len(names) != len(tc.wantConflicts) {
 				t.Fatalf("conflicts of the last step %q, want %q", names, tc.wantConflicts)
@@ -134,5 +143,61 @@ func TestOwnDuplicateKeepsTheRest(t *testing.T) {
 	}
 	if strings.Contains(text, "goto svc-x") {
 		t.Errorf("the second version of the dispatch element won:\n%s", text)
+	}
+}
+
+// TestTakeConflictsReportsTheBatch: TakeConflicts tells the conflicts among the
+// elements the SetFragment calls since the last one changed that are still there:
+// neither a hand-over within the batch nor a conflict the batch did not touch,
+// however many elements owners share.
+func TestTakeConflictsReportsTheBatch(t *testing.T) {
+	r := newTestRuleset()
+	names := func(cs []ElementConflict) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Winner+">"+c.Loser)
+		}
+		return strings.Join(out, " ")
+	}
+	// Owners sharing equal elements (the pairs of 10.244.1.1) are no conflict.
+	r.SetFragment("a", svcFragment("svc-a", "10.96.0.1", "10.244.1.1"))
+	r.SetFragment("b", svcFragment("svc-b", "10.96.0.1", "10.244.1.1"))
+	r.SetFragment("x", svcFragment("svc-x", "10.96.0.9", "10.244.1.1"))
+	if got := names(r.TakeConflicts()); got != "a>b" {
+		t.Fatalf("first batch: %q, want a>b", got)
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"an owner not in the conflict changes", func() { r.SetFragment("x", svcFragment("svc-x", "10.96.0.9", "10.244.1.2")) }, ""},
+		{"the loser re-renders", func() { r.SetFragment("b", svcFragment("svc-b", "10.96.0.1", "10.244.1.3")) }, "a>b"},
+		{"the winner re-renders", func() { r.SetFragment("a", svcFragment("svc-a", "10.96.0.1", "10.244.1.4")) }, "a>b"},
+		{"hand-over within the batch", func() {
+			r.SetFragment("c", svcFragment("svc-c", "10.96.0.1", "10.244.1.5")) // loses to a
+			r.SetFragment("a", Fragment{})                                      // b takes over, c loses to b
+			r.SetFragment("c", Fragment{})                                      // and goes
+		}, ""},
+		{"the winner goes, the loser is left alone", func() {
+			r.SetFragment("c", svcFragment("svc-c", "10.96.0.1", "10.244.1.5"))
+			r.TakeConflicts()
+			r.SetFragment("b", Fragment{})
+		}, ""},
+		{"two losers, the winner goes", func() {
+			r.SetFragment("a", svcFragment("svc-a", "10.96.0.1"))
+			r.SetFragment("b", svcFragment("svc-b", "10.96.0.1"))
+			r.TakeConflicts()
+			r.SetFragment("a", Fragment{})
+		}, "b>c"},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := names(r.TakeConflicts()); got != st.want {
+			t.Errorf("%s: %q, want %q", st.name, got, st.want)
+		}
+	}
+	if got := names(r.Conflicts()); got != "b>c" {
+		t.Errorf("Conflicts() at the end = %q, want b>c", got)
 	}
 }

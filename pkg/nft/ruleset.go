@@ -42,13 +42,18 @@ type Ruleset struct {
 	// in each, because contests are rare and elements number in the hundreds of
 	// thousands.
 	contested map[string][]holder
+	// touched holds the contested IDs whose contest SetFragment changed since the
+	// last TakeConflicts: what it reports, so that a sync pays for the conflicts
+	// its changes take part in, not for every element owners share (a hairpin
+	// element per pod that backs several Services: tens of thousands).
+	touched map[string]struct{}
 
 	// view is the view whose element hashes live in the entries (bind.go).
 	view *View
 
 	// OnConflict, if set, is told about each conflict SetFragment returns. Within a
 	// batch of SetFragment calls a conflict may be transient (a Service handing a
-	// key over to another); Conflicts tells what remains.
+	// key over to another); TakeConflicts tells what remains.
 	OnConflict func(ElementConflict)
 }
 

@@ -17,17 +17,25 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(ports, snap.Endpoints, o)))
 	}
 	refreshOnDemand(r)
-	for _, c := range r.Conflicts() {
+	logConflicts(r)
+	return r
+}
+
+// logConflicts logs the conflicts that outlive the batch of changes just rendered
+// into r, among the elements the batch changed (Ruleset.TakeConflicts). The tracker
+// keeps Services from colliding, so such a conflict (a hand-over within the batch
+// renders both sides, and is gone by its end) is a bug worth an error line.
+func logConflicts(r *nft.Ruleset) {
+	for _, c := range r.TakeConflicts() {
 		klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 	}
-	return r
 }
 
 // logElementConflict logs two owners rendering one nftables key with different
 // values; the table keeps the lowest owner's value. The tracker keeps Services from
 // colliding (cluster IPs, port numbers), so what shows here while the sync loop
 // renders a batch is a hand-over between Services, usually gone by the batch's end
-// (Ruleset.Conflicts tells).
+// (logConflicts tells).
 func logElementConflict(c nft.ElementConflict) {
 	klog.V(2).InfoS("Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
 }

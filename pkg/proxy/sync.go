@@ -47,12 +47,8 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {
 		refreshOnDemand(p.desired)
-		// The tracker keeps Services from colliding, so a conflict that outlives the
-		// batch (a hand-over renders both sides) is a bug worth an error line.
-		for _, c := range p.desired.Conflicts() {
-			klog.ErrorS(nil, "Two owners render the same nftables element; the first by owner is used", "conflict", c.String())
-		}
 	}
+	logConflicts(p.desired)
 
 	p.commits = 0
 	p.cfg.Ledger.lock()
