@@ -1,12 +1,17 @@
 // Command imagebuild writes an image archive (the docker-save layout that
 // `ctr images import` loads) of one layer made of files from this machine,
 // without a container engine. The node suite builds its pause, echo server
-// and kube-proxy images with it; svcproxy's image comes from hack/image.
+// and kube-proxy images with it, and the conformance run upstream's test
+// images; svcproxy's image comes from hack/image.
 //
-//	imagebuild -o out.tar -tag name:tag -entrypoint /bin/x [-env K=V]... [-file SRC:DST]... [-link DST:TARGET]...
+//	imagebuild -o out.tar -tag name:tag -entrypoint /bin/x [-cmd "a b"] [-env K=V]...
+//	  [-file SRC:DST]... [-bin PATH]... [-link DST:TARGET]... [-dir DST]...
 //
-// -file copies SRC's content (symlinks followed) to DST with SRC's mode; -link
-// makes DST a symlink to TARGET. Parent directories are created.
+// -file copies SRC's content (symlinks followed) to DST with SRC's mode; -bin
+// copies a program of this machine to the same path (or SRC to DST) together with the shared
+// libraries and the loader it needs (see libs.go); -link makes DST a symlink
+// to TARGET; -dir makes an empty directory (mode 1777: /tmp). Parent
+// directories are created.
 package main
 
 import (
@@ -38,8 +43,11 @@ func main() {
 	out := flag.String("o", "", "image archive to write")
 	tag := flag.String("tag", "", "the image's name in the archive")
 	entry := flag.String("entrypoint", "", "the image's entrypoint, space separated")
-	var files, links, envs pairs
+	cmd := flag.String("cmd", "", "the image's command (CMD), space separated")
+	var files, bins, links, envs, dirs pairs
 	flag.Var(&files, "file", "SRC:DST, a file of this machine put at DST (repeatable)")
+	flag.Var(&bins, "bin", "PATH or SRC:DST, a program with the shared libraries of this machine it needs (repeatable)")
+	flag.Var(&dirs, "dir", "DST, an empty directory, mode 1777 (repeatable)")
 	flag.Var(&links, "link", "DST:TARGET, a symlink (repeatable)")
 	flag.Var(&envs, "env", "NAME=VALUE in the image's environment (repeatable)")
 	flag.Parse()
@@ -47,14 +55,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "imagebuild: -o and -tag are required")
 		os.Exit(2)
 	}
-	if err := build(*out, *tag, strings.Fields(*entry), envs, files, links); err != nil {
+	withLibs, err := withLibraries(bins)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		os.Exit(1)
+	}
+	files = append(files, withLibs...)
+	img := imageConfig{entrypoint: strings.Fields(*entry), cmd: strings.Fields(*cmd), env: envs}
+	if err := build(*out, *tag, img, files, links, dirs); err != nil {
 		fmt.Fprintln(os.Stderr, "imagebuild:", err)
 		os.Exit(1)
 	}
 }
 
-func build(out, tag string, entrypoint, env, files, links []string) error {
-	layerTar, err := rootfs(files, links)
+type imageConfig struct{ entrypoint, cmd, env []string }
+
+func build(out, tag string, c imageConfig, files, links, emptyDirs []string) error {
+	layerTar, err := rootfs(files, links, emptyDirs)
 	if err != nil {
 		return err
 	}
@@ -69,7 +86,7 @@ func build(out, tag string, entrypoint, env, files, links []string) error {
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Created:      v1.Time{Time: created},
-		Config:       v1.Config{Entrypoint: entrypoint, Env: env},
+		Config:       v1.Config{Entrypoint: c.entrypoint, Cmd: c.cmd, Env: c.env},
 		RootFS:       v1.RootFS{Type: "layers"},
 	})
 	if err != nil {
@@ -100,8 +117,9 @@ func build(out, tag string, entrypoint, env, files, links []string) error {
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// rootfs is the layer: every parent directory once, then the files and links.
-func rootfs(files, links []string) ([]byte, error) {
+// rootfs is the layer: every parent directory once, then the files (each
+// destination once) and links.
+func rootfs(files, links, emptyDirs []string) ([]byte, error) {
 	type entry struct {
 		hdr  *tar.Header
 		body []byte
@@ -113,11 +131,16 @@ func rootfs(files, links []string) ([]byte, error) {
 			dirs[strings.TrimPrefix(d, "/")+"/"] = true
 		}
 	}
+	placed := map[string]bool{}
 	for _, f := range files {
 		src, dst, ok := strings.Cut(f, ":")
 		if !ok {
 			return nil, fmt.Errorf("-file %q: want SRC:DST", f)
 		}
+		if placed[dst] {
+			continue // the first wins: -file before the libraries -bin adds
+		}
+		placed[dst] = true
 		body, err := os.ReadFile(src)
 		if err != nil {
 			return nil, err
@@ -136,6 +159,10 @@ func rootfs(files, links []string) ([]byte, error) {
 		}
 		addDirs(dst)
 		entries = append(entries, entry{hdr: &tar.Header{Name: strings.TrimPrefix(dst, "/"), Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}})
+	}
+	for _, d := range emptyDirs {
+		addDirs(d)
+		entries = append(entries, entry{hdr: &tar.Header{Name: strings.Trim(d, "/") + "/", Typeflag: tar.TypeDir, Mode: 0o1777}})
 	}
 	var dirList []string
 	for d := range dirs {
