@@ -5,36 +5,42 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// KindNode is one node of the three-node cluster both suites build, named as
-// kind names them.
+// KindNode is one node of the cluster both suites build, named as kind names
+// them.
 type KindNode struct {
-	Name    string // the Node object: svcproxy-control-plane, svcproxy-worker, svcproxy-worker2
-	Short   string // cp, w1, w2: namespace, log and directory names
+	Name    string // the Node object: svcproxy-control-plane, svcproxy-worker, svcproxy-worker2, ...
+	Short   string // cp, w1, w2, ...: namespace, log and directory names
 	Netns   string // prefix + Short
-	IP      string // on the bridge: 172.18.0.2, .3, .4
-	PodCIDR string // 10.244.0.0/24, 10.244.1.0/24, 10.244.2.0/24
+	IP      string // on the bridge: 172.18.0.2, .3, .4, ...
+	PodCIDR string // 10.244.0.0/24, 10.244.1.0/24, 10.244.2.0/24, ...
 	Worker  bool
 }
 
 // KindNodes lists the control plane node and the two workers, their
 // namespaces named prefix+short.
-func KindNodes(prefix string) []KindNode {
-	names := []string{"svcproxy-control-plane", "svcproxy-worker", "svcproxy-worker2"}
-	shorts := []string{"cp", "w1", "w2"}
-	var out []KindNode
-	for i := range names {
-		out = append(out, KindNode{
-			Name:    names[i],
-			Short:   shorts[i],
-			Netns:   prefix + shorts[i],
-			IP:      fmt.Sprintf("172.18.0.%d", i+2),
-			PodCIDR: fmt.Sprintf("10.244.%d.0/24", i),
-			Worker:  i > 0,
-		})
+func KindNodes(prefix string) []KindNode { return KindNodesWith(prefix, 2) }
+
+// KindNodesWith lists the control plane node and the given number of workers
+// (kind's svcproxy-worker, svcproxy-worker2, svcproxy-worker3, ...): some of
+// upstream's e2e specs need three schedulable nodes.
+func KindNodesWith(prefix string, workers int) []KindNode {
+	out := []KindNode{{Name: "svcproxy-control-plane", Short: "cp"}}
+	for i := 1; i <= workers; i++ {
+		name := "svcproxy-worker"
+		if i > 1 {
+			name += strconv.Itoa(i)
+		}
+		out = append(out, KindNode{Name: name, Short: "w" + strconv.Itoa(i), Worker: true})
+	}
+	for i := range out {
+		out[i].Netns = prefix + out[i].Short
+		out[i].IP = fmt.Sprintf("172.18.0.%d", i+2)
+		out[i].PodCIDR = fmt.Sprintf("10.244.%d.0/24", i)
 	}
 	return out
 }

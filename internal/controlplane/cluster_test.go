@@ -18,6 +18,13 @@ func TestKindNodes(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("KindNodes = %+v, want %+v", got, want)
 	}
+	third := KindNodesWith("p-", 3)
+	if len(third) != 4 || fmt.Sprint(third[:3]) != fmt.Sprint(want) {
+		t.Fatalf("KindNodesWith(3) = %+v, want KindNodes' and a fourth", third)
+	}
+	if w := (KindNode{Name: "svcproxy-worker3", Short: "w3", Netns: "p-w3", IP: "172.18.0.5", PodCIDR: "10.244.3.0/24", Worker: true}); third[3] != w {
+		t.Errorf("third worker = %+v, want %+v", third[3], w)
+	}
 }
 
 func TestRunSteps(t *testing.T) {
