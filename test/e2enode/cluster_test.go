@@ -35,7 +35,10 @@ const (
 	controllerList = "deployment-controller,replicaset-controller,daemonset-controller," +
 		"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
 		"endpointslice-controller,namespace-controller,garbage-collector-controller," +
-		"node-lifecycle-controller,pod-garbage-collector-controller"
+		"node-lifecycle-controller,pod-garbage-collector-controller," +
+		// What upstream's e2e suite also relies on (make conformance): legacy
+		// Endpoints and their mirroring into slices, ReplicationControllers, Jobs.
+		"endpoints-controller,endpointslice-mirroring-controller,replicationcontroller-controller,job-controller"
 )
 
 type config struct {
@@ -47,6 +50,8 @@ type config struct {
 	repo       string // the repository root (deploy/)
 	keep       bool
 	nodeReadyT time.Duration
+	workers    int    // E2ENODE_WORKERS, default 2; upstream's suite needs 3
+	clusterDNS string // E2ENODE_CLUSTER_DNS: kubelets' clusterDNS, where CoreDNS will be
 }
 
 type node struct {
@@ -102,7 +107,7 @@ func newCluster(cfg config) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{cfg: cfg, dir: dir, logDir: logDir, bridgeNetns: cfg.prefix + "net"}
-	for _, k := range controlplane.KindNodes(cfg.prefix) {
+	for _, k := range controlplane.KindNodesWith(cfg.prefix, cfg.workers) {
 		c.nodes = append(c.nodes, &node{
 			name:    k.Name,
 			short:   k.Short,

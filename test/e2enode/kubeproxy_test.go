@@ -10,16 +10,17 @@ import (
 	"strings"
 )
 
-// kubeProxyManifest is kube-proxy as kubeadm installs it (iptables mode):
+// kubeProxyManifest is kube-proxy as kubeadm installs it, in mode (iptables
+// or nftables):
 // its ServiceAccount bound to system:node-proxier, a ConfigMap holding
 // config.conf and a kubeconfig.conf that reads the pod's ServiceAccount
 // token, and a privileged host-network DaemonSet running
 // `kube-proxy --config=/var/lib/kube-proxy/config.conf
 // --hostname-override=$(NODE_NAME)` with xtables.lock and /lib/modules
 // mounted. The image is the cached kube-proxy binary with this machine's
-// iptables (hack/e2e-node.sh). The conntrack settings at 0 keep it off the
+// iptables and nft (hack/e2e-node.sh). The conntrack settings at 0 keep it off the
 // machine-wide conntrack sysctls, as in test/e2e.
-func (c *cluster) kubeProxyManifest() string {
+func (c *cluster) kubeProxyManifest(mode string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -54,7 +55,7 @@ data:
     clientConnection:
       kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
     clusterCIDR: %[1]s
-    mode: iptables
+    mode: %[5]s
     conntrack:
       maxPerCore: 0
       tcpEstablishedTimeout: 0s
@@ -140,15 +141,15 @@ spec:
       - name: lib-modules
         hostPath:
           path: /lib/modules
-`, clusterCIDR, c.cp().ip, apiPort, k8sVersion)
+`, clusterCIDR, c.cp().ip, apiPort, k8sVersion, mode)
 }
 
-func (c *cluster) applyKubeProxy(ctx context.Context) error {
-	path := filepath.Join(c.dir, "kube-proxy.yaml")
-	if err := os.WriteFile(path, []byte(c.kubeProxyManifest()), 0o644); err != nil {
+func (c *cluster) applyKubeProxy(ctx context.Context, mode string) error {
+	path := filepath.Join(c.dir, "kube-proxy-"+mode+".yaml")
+	if err := os.WriteFile(path, []byte(c.kubeProxyManifest(mode)), 0o644); err != nil {
 		return err
 	}
 	out, err := c.kubectl(ctx, "apply", "-f", path)
-	c.logf("kubectl apply -f kube-proxy.yaml:\n%s", strings.TrimSpace(out))
+	c.logf("kubectl apply -f %s:\n%s", filepath.Base(path), strings.TrimSpace(out))
 	return err
 }

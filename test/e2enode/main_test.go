@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -42,6 +43,16 @@ func TestMain(m *testing.M) {
 		repo:       env("E2ENODE_REPO"),
 		keep:       os.Getenv("E2ENODE_KEEP") != "",
 		nodeReadyT: 3 * time.Minute,
+		workers:    2,
+		clusterDNS: os.Getenv("E2ENODE_CLUSTER_DNS"),
+	}
+	if w := os.Getenv("E2ENODE_WORKERS"); w != "" {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 2 {
+			fmt.Fprintf(os.Stderr, "e2enode: E2ENODE_WORKERS=%q: want a number of at least 2\n", w)
+			os.Exit(2)
+		}
+		cfg.workers = n
 	}
 	c, err := newCluster(cfg)
 	if err != nil {

@@ -170,9 +170,14 @@ func (c *cluster) importImages(ctx context.Context) error {
 // kubeletConfig is what kubelet v1.37 needs on this machine: cgroup v1
 // allowed (failCgroupV1: false), cgroupfs under the node's own cgroupRoot,
 // swap tolerated; its API authenticated by the cluster CA and authorized by
-// the API server (so that kubectl logs and exec work as on kind); eviction
+// the API server (so that kubectl logs and exec work as on kind); the cluster
+// DNS Service's address when there is one (make conformance); eviction
 // thresholds that a busy shared disk does not trip.
 func (c *cluster) kubeletConfig(n *node) string {
+	clusterDNS := "" // pods get the node's resolv.conf, as the suite's own scenarios use no names
+	if c.cfg.clusterDNS != "" {
+		clusterDNS = "clusterDNS:\n- " + c.cfg.clusterDNS + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -197,7 +202,7 @@ authorization:
   mode: Webhook
 podCIDR: %s
 clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
+%sresolvConf: /etc/resolv.conf
 serializeImagePulls: false
 evictionHard:
   memory.available: 1Mi
@@ -208,7 +213,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 protectKernelDefaults: false
-`, n.cgroup, n.sock(), n.ip, c.pki.Path("ca.crt"), n.podCIDR)
+`, n.cgroup, n.sock(), n.ip, c.pki.Path("ca.crt"), n.podCIDR, clusterDNS)
 }
 
 func (c *cluster) startKubelets(ctx context.Context) error {

@@ -100,7 +100,7 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	if err := c.waitGone(ctx, "kube-system", "k8s-app=svcproxy", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.applyKubeProxy(ctx); err != nil {
+	if err := c.applyKubeProxy(ctx, "iptables"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.waitDaemonSetReady(ctx, "kube-proxy", "k8s-app=kube-proxy", 3*time.Minute); err != nil {
