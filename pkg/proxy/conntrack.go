@@ -12,8 +12,8 @@ import (
 )
 
 // ConntrackReconciler deletes the UDP and SCTP conntrack entries towards a Service
-// address of serving whose reply source is not one of its endpoints. It must not keep
-// or modify serving: the Proxy updates it in place between calls.
+// address of serving whose reply source is not one of its endpoints; entries
+// towards addresses serving leaves out stay. It must not keep or modify serving.
 type ConntrackReconciler interface {
 	Reconcile(serving conntrack.Serving) (deleted uint, err error)
 	// ReconcileUnanswered deletes the TCP entries of family (AF_INET, AF_INET6)
@@ -30,8 +30,12 @@ type servingTable struct {
 	serving conntrack.Serving              // as the kernel's rules stand
 	byOwner map[string][]conntrack.Service // the keys each owner put in serving
 	pending map[string]conntrack.Serving   // rendered, not known to be in the kernel yet
-	gone    map[conntrack.Service]bool     // keys removed since the last reconcile
-	stale   bool                           // serving changed since the last reconcile
+	// changed are the keys whose endpoints changed, or that went away, since the
+	// last reconcile: entries towards any other key were reconciled against the
+	// endpoints it still has, and the rules create none that would be stale.
+	changed map[conntrack.Service]bool
+	all     bool         // the next reconcile covers every key, not only changed ones
+	addrs   []netip.Addr // the NodePort addresses of the last reconcile
 }
 
 func newServingTable() *servingTable {
@@ -39,8 +43,8 @@ func newServingTable() *servingTable {
 		serving: conntrack.Serving{},
 		byOwner: map[string][]conntrack.Service{},
 		pending: map[string]conntrack.Serving{},
-		gone:    map[conntrack.Service]bool{},
-		stale:   true, // entries made while svcproxy was down: reconcile after the first sync
+		changed: map[conntrack.Service]bool{},
+		all:     true, // entries made while svcproxy was down: reconcile after the first sync
 	}
 }
 
@@ -59,17 +63,15 @@ func (s *servingTable) commit(pending map[string]bool) {
 		for _, k := range s.byOwner[owner] {
 			if _, keep := sv[k]; !keep {
 				delete(s.serving, k)
-				s.gone[k] = true
-				s.stale = true
+				s.changed[k] = true
 			}
 		}
 		keys := make([]conntrack.Service, 0, len(sv))
 		for k, eps := range sv {
 			if prev, ok := s.serving[k]; !ok || !slices.Equal(prev, eps) {
-				s.stale = true
+				s.changed[k] = true
 			}
 			s.serving[k] = eps
-			delete(s.gone, k)
 			keys = append(keys, k)
 		}
 		if len(keys) == 0 {
@@ -93,34 +95,67 @@ func shrunk[K comparable, V any](m map[K]V) map[K]V {
 
 // reconcileConntrack deletes conntrack entries that no rule would create any more,
 // after the first sync, whenever what the rules serve changed, and on resyncs.
-// Addresses of Services that went away are passed once with no endpoints, so their
-// entries go too.
+// A sync that changed some Services hands the reconciler their addresses alone, so
+// that its cost follows what changed, not the cluster (issue 22); the first sync,
+// resyncs, the reconcile after a failed one and after the NodePort addresses
+// changed hand it every address, for entries made while svcproxy was down or that
+// a failed reconcile left. Addresses of Services that went away are passed once
+// with no endpoints, so their entries go too.
 func (p *Proxy) reconcileConntrack(full bool) {
 	s := p.serving
-	if p.cfg.Conntrack == nil || !(s.stale || full) {
+	if p.cfg.Conntrack == nil || !(full || s.all || len(s.changed) > 0) {
 		return
 	}
-	var gone []conntrack.Service
-	for k := range s.gone {
-		if _, ok := s.serving[k]; !ok {
-			s.serving[k] = nil
-			gone = append(gone, k)
-		}
-	}
+	addrs := p.nodePortAddresses()
 	start := p.cfg.Clock.Now()
-	deleted, err := p.cfg.Conntrack.Reconcile(p.withNodeAddresses(s.serving))
+	deleted, err := p.cfg.Conntrack.Reconcile(s.toReconcile(full || s.all || !slices.Equal(addrs, s.addrs), addrs))
 	p.cfg.Metrics.ConntrackSyncDuration.Observe(p.cfg.Clock.Since(start).Seconds())
 	p.cfg.Metrics.ConntrackDeletedEntries.Add(float64(deleted))
-	for _, k := range gone {
-		delete(s.serving, k)
-	}
 	p.cfg.Metrics.ConntrackDeleted.Add(float64(deleted))
 	if err != nil {
 		klog.ErrorS(err, "Reconciling conntrack entries; will retry after the next sync")
+		s.all = true
 		return
 	}
-	clear(s.gone)
-	s.stale = false
+	s.changed = map[conntrack.Service]bool{} // not clear: a cold start's keys would stay allocated, and walked
+	s.all = false
+	s.addrs = addrs
+}
+
+// toReconcile is what a reconcile hands the reconciler: the changed keys, or with
+// all every key, each NodePort key expanded to the NodePort addresses addrs, with
+// the endpoints the rules send it to (none for a key no longer served).
+func (s *servingTable) toReconcile(all bool, addrs []netip.Addr) conntrack.Serving {
+	out := conntrack.Serving{}
+	add := func(k conntrack.Service) {
+		if k.Addr != anyNodeAddress {
+			out[k] = s.at(k, addrs)
+			return
+		}
+		for _, a := range addrs {
+			k.Addr = a
+			out[k] = s.at(k, addrs)
+		}
+	}
+	for k := range s.changed {
+		add(k)
+	}
+	if all {
+		for k := range s.serving {
+			add(k)
+		}
+	}
+	return out
+}
+
+// at returns the endpoints the rules send k's connections to: k's own, else, when
+// k's address is one of the NodePort addresses addrs, those of the NodePort on k's
+// port (a Service address that is also a node address wins, as in the rules).
+func (s *servingTable) at(k conntrack.Service, addrs []netip.Addr) []netip.AddrPort {
+	if eps, ok := s.serving[k]; ok || !slices.Contains(addrs, k.Addr) {
+		return eps
+	}
+	return s.serving[conntrack.Service{Proto: k.Proto, Addr: anyNodeAddress, Port: k.Port}]
 }
 
 // servingOf lists, per UDP and SCTP port of a Service, the endpoints whose flows may
@@ -180,39 +215,9 @@ func servingEndpoints(sp endpoints.ServicePort, eps map[endpoints.ServicePortNam
 }
 
 // anyNodeAddress stands, in a servingTable key, for each address NodePorts are
-// served on; withNodeAddresses expands it when conntrack is reconciled, so that a
-// change of node addresses needs no re-render of every NodePort.
+// served on; toReconcile expands it when conntrack is reconciled, so that a change
+// of node addresses needs no re-render of every NodePort.
 var anyNodeAddress = netip.Addr{}
-
-// withNodeAddresses returns serving with each NodePort key expanded to the node's
-// NodePort addresses (and 127.0.0.1 with localhost NodePorts). serving itself is
-// returned when it has no NodePort key.
-func (p *Proxy) withNodeAddresses(serving conntrack.Serving) conntrack.Serving {
-	var nodePorts []conntrack.Service
-	for k := range serving {
-		if k.Addr == anyNodeAddress {
-			nodePorts = append(nodePorts, k)
-		}
-	}
-	if len(nodePorts) == 0 {
-		return serving
-	}
-	addrs := p.nodePortAddresses()
-	out := make(conntrack.Serving, len(serving)+len(nodePorts)*len(addrs))
-	for k, v := range serving {
-		if k.Addr != anyNodeAddress {
-			out[k] = v
-		}
-	}
-	for _, k := range nodePorts {
-		for _, a := range addrs {
-			if _, taken := out[conntrack.Service{Proto: k.Proto, Addr: a, Port: k.Port}]; !taken {
-				out[conntrack.Service{Proto: k.Proto, Addr: a, Port: k.Port}] = serving[k]
-			}
-		}
-	}
-	return out
-}
 
 // nodePortAddresses are the addresses NodePorts are served on: the node's NodePort
 // addresses, and 127.0.0.1 with localhost NodePorts.

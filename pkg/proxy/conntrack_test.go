@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -23,6 +25,7 @@ type fakeConntrack struct {
 	unanswered map[conntrack.Service][]netip.AddrPort
 	families   []uint8
 	took       func() // called in each unanswered pass: a test's clock steps
+	fail       int    // the next fail Reconciles fail and delete nothing
 }
 
 func (f *fakeConntrack) ReconcileUnanswered(family uint8, resolve func([]conntrack.Service) conntrack.Serving) (uint, error) {
@@ -67,7 +70,30 @@ func (f *fakeConntrack) Reconcile(serving conntrack.Serving) (uint, error) {
 	for k, v := range serving {
 		f.last[k] = slices.Clone(v)
 	}
+	if f.fail > 0 {
+		f.fail--
+		return 0, errors.New("injected failure")
+	}
 	return deleteStale(f.entries, serving), nil
+}
+
+// lastKeys are the keys of the last Serving passed, sorted.
+func (f *fakeConntrack) lastKeys() []conntrack.Service {
+	return sortedServices(slices.Collect(maps.Keys(f.last)))
+}
+
+// sortedServices sorts keys by address, port and protocol.
+func sortedServices(keys []conntrack.Service) []conntrack.Service {
+	slices.SortFunc(keys, func(a, b conntrack.Service) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		if c := int(a.Port) - int(b.Port); c != 0 {
+			return c
+		}
+		return int(a.Proto) - int(b.Proto)
+	})
+	return keys
 }
 
 var (
@@ -115,42 +141,43 @@ func TestConntrackOfARemovedEndpointIsClearedWhenTheFirstAttemptFails(t *testing
 
 func TestConntrackReconcile(t *testing.T) {
 	sctpPort := v1.ServicePort{Name: "sctp", Port: 9, Protocol: v1.ProtocolSCTP}
+	sctpKey := conntrack.Service{Proto: nft.ProtoSCTP, Addr: dnsService.Addr, Port: 9}
 	tests := []struct {
 		name      string
 		before    map[conntrack.Service][]netip.AddrPort // entries when the test starts
 		change    func(tr *endpoints.Tracker, p *Proxy)  // after the first sync
 		want      []netip.AddrPort                       // entries towards dnsService at the end
 		wantCalls int
-		wantKey   bool // dnsService in the last Serving passed
+		wantKeys  []conntrack.Service // the keys of the last Serving passed (nil: dnsService)
 	}{
 		{name: "first sync clears entries made while svcproxy was down",
 			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS, pod2DNS}},
-			change: func(*endpoints.Tracker, *Proxy) {}, want: []netip.AddrPort{pod1DNS}, wantCalls: 1, wantKey: true},
+			change: func(*endpoints.Tracker, *Proxy) {}, want: []netip.AddrPort{pod1DNS}, wantCalls: 1},
 		{name: "a TCP-only change does not reconcile",
 			change: func(tr *endpoints.Tracker, p *Proxy) {
 				tr.OnServiceUpdate(nil, testService("web", "10.96.0.10", true, httpPort, dnsPort)) // affinity: TCP rules change
 			},
-			wantCalls: 1, wantKey: true},
+			wantCalls: 1},
 		{name: "a resync reconciles even without changes",
 			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
-			change: func(tr *endpoints.Tracker, p *Proxy) { p.RequestResync() }, want: []netip.AddrPort{pod1DNS}, wantCalls: 2, wantKey: true},
+			change: func(tr *endpoints.Tracker, p *Proxy) { p.RequestResync() }, want: []netip.AddrPort{pod1DNS}, wantCalls: 2},
 		{name: "endpoint replaced",
 			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
 			change: func(tr *endpoints.Tracker, p *Proxy) {
 				tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod3")))
 			},
-			want: nil, wantCalls: 2, wantKey: true},
+			want: nil, wantCalls: 2},
 		{name: "deleted Service: its address is passed once with no endpoints",
 			before: map[conntrack.Service][]netip.AddrPort{dnsService: {pod1DNS}},
 			change: func(tr *endpoints.Tracker, p *Proxy) {
 				tr.OnServiceDelete(testService("web", "10.96.0.10", false, httpPort, dnsPort))
 			},
-			want: nil, wantCalls: 2, wantKey: true},
+			want: nil, wantCalls: 2},
 		{name: "SCTP ports are served too",
 			change: func(tr *endpoints.Tracker, p *Proxy) {
 				tr.OnServiceUpdate(nil, testService("web", "10.96.0.10", false, httpPort, dnsPort, sctpPort))
 			},
-			wantCalls: 2, wantKey: true},
+			wantCalls: 2, wantKeys: []conntrack.Service{sctpKey}}, // the UDP port did not change
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,8 +200,12 @@ func TestConntrackReconcile(t *testing.T) {
 			if ct.calls != tc.wantCalls {
 				t.Fatalf("%d reconciles, want %d", ct.calls, tc.wantCalls)
 			}
-			if _, ok := ct.last[dnsService]; ok != tc.wantKey {
-				t.Fatalf("last Serving %v: has %v = %v, want %v", ct.last, dnsService, ok, tc.wantKey)
+			want := tc.wantKeys
+			if want == nil {
+				want = []conntrack.Service{dnsService}
+			}
+			if got := ct.lastKeys(); !slices.Equal(got, sortedServices(want)) {
+				t.Fatalf("last Serving %v: keys %v, want %v", ct.last, got, want)
 			}
 		})
 	}
@@ -207,9 +238,8 @@ func TestConntrackReconcile(t *testing.T) {
 		if err := p.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		key := conntrack.Service{Proto: nft.ProtoSCTP, Addr: dnsService.Addr, Port: 9}
-		if eps, ok := ct.last[key]; !ok || len(eps) != 0 {
-			t.Fatalf("Serving %v, want %v with no endpoints", ct.last, key)
+		if eps, ok := ct.last[sctpKey]; !ok || len(eps) != 0 {
+			t.Fatalf("Serving %v, want %v with no endpoints", ct.last, sctpKey)
 		}
 	})
 }
@@ -258,5 +288,75 @@ func TestConntrackCoversExternalPaths(t *testing.T) {
 	}
 	if len(ct.entries[other]) != 1 {
 		t.Errorf("entry towards another address deleted")
+	}
+}
+
+// TestConntrackReconcilesWhatChanged: a sync hands the reconciler the addresses of
+// the Services whose endpoints changed alone (a NodePort on each NodePort address),
+// so that its cost follows the change, not the cluster (issue 22); the first sync,
+// resyncs, the reconcile after a failed one and after the NodePort addresses changed
+// hand it every address.
+func TestConntrackReconcilesWhatChanged(t *testing.T) {
+	nodeIP, nodeIP2 := netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("172.18.0.3")
+	udp := func(a netip.Addr, port uint16) conntrack.Service {
+		return conntrack.Service{Proto: nft.ProtoUDP, Addr: a, Port: port}
+	}
+	other := udp(netip.MustParseAddr("10.96.0.11"), 53)
+	npCluster := udp(netip.MustParseAddr("10.96.0.12"), 53)
+	stale := netip.MustParseAddrPort("10.244.9.9:53") // an endpoint no Service has
+	ct := &fakeConntrack{entries: map[conntrack.Service][]netip.AddrPort{}}
+	p, tr := newDNS(t, nft.NewFake(), ct, "pod1")
+	p.SetNodeAddresses([]netip.Addr{nodeIP}, true)
+	tr.OnServiceAdd(testService("other", "10.96.0.11", false, httpPort, dnsPort))
+	tr.OnEndpointSliceAdd(testSlice("other", readyEP("pod2")))
+	tr.OnServiceAdd(externalService("np", "10.96.0.12", v1.ServiceTypeNodePort, 30052, false))
+	tr.OnEndpointSliceAdd(testSlice("np", readyEP("pod3")))
+	step := func(what string, change func(), want ...conntrack.Service) {
+		t.Helper()
+		change()
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := ct.lastKeys(); !slices.Equal(got, sortedServices(want)) {
+			t.Fatalf("%s: Reconcile handed %v, want %v", what, got, want)
+		}
+	}
+	all := []conntrack.Service{dnsService, other, npCluster, udp(nodeIP, 30053)}
+	step("first sync", func() {}, all...)
+	step("one Service's endpoints replaced", func() {
+		ct.entries[other] = []netip.AddrPort{stale}
+		tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
+	}, dnsService)
+	if len(ct.entries[other]) != 1 {
+		t.Fatalf("an unchanged Service's entries were reconciled on an incremental sync: %v", ct.entries[other])
+	}
+	step("a NodePort's endpoints replaced", func() {
+		tr.OnEndpointSliceUpdate(nil, testSlice("np", readyEP("pod1")))
+	}, npCluster, udp(nodeIP, 30053))
+	step("resync", p.RequestResync, all...)
+	if len(ct.entries[other]) != 0 {
+		t.Fatalf("a resync left the stale entry of an unchanged Service: %v", ct.entries[other])
+	}
+	step("failed reconcile", func() {
+		ct.fail = 1
+		tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod1")))
+	}, dnsService)
+	step("after a failed reconcile", func() {}, all...)
+	step("nothing changed", func() { ct.last = nil }) // no reconcile
+	if ct.last != nil {
+		t.Fatalf("a sync that changed nothing reconciled %v", ct.last)
+	}
+	all2 := []conntrack.Service{dnsService, other, npCluster, udp(nodeIP2, 30053)}
+	step("NodePort addresses changed, then one Service", func() {
+		p.SetNodeAddresses([]netip.Addr{nodeIP2}, true)
+		tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2")))
+	}, all2...)
+	step("Service deleted", func() {
+		tr.OnServiceDelete(externalService("np", "10.96.0.12", v1.ServiceTypeNodePort, 30052, false))
+	}, npCluster, udp(nodeIP2, 30053))
+	for _, k := range []conntrack.Service{npCluster, udp(nodeIP2, 30053)} {
+		if eps, ok := ct.last[k]; !ok || len(eps) != 0 {
+			t.Fatalf("deleted Service: %v handed %v, want no endpoints", k, eps)
+		}
 	}
 }
