@@ -180,6 +180,7 @@ func BenchmarkOneChangeShared(b *testing.B) {
 			p, tr := sharedProxy(b, n)
 			change := oneChange(b, p, tr, n)
 			change()
+			runtime.GC() // the setup's garbage is not the sync's: a cycle over it would be billed to the first changes
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
