@@ -49,6 +49,21 @@ func TestInstall(t *testing.T) {
 			if !pod.Spec.HostNetwork {
 				t.Error("not hostNetwork: svcproxy programs the node's network namespace")
 			}
+			// The node's sysctls: writable where --sysctl-dir says.
+			if !slices.Contains(ctr.Args, "--sysctl-dir=/host/proc/sys") {
+				t.Errorf("args %q lack --sysctl-dir=/host/proc/sys", ctr.Args)
+			}
+			mounted := false
+			for _, m := range ctr.VolumeMounts {
+				for _, v := range pod.Spec.Volumes {
+					if v.Name == m.Name && m.MountPath == "/host/proc/sys/net" && !m.ReadOnly && v.HostPath != nil && v.HostPath.Path == "/proc/sys/net" {
+						mounted = true
+					}
+				}
+			}
+			if !mounted {
+				t.Error("the node's /proc/sys/net is not mounted writable at /host/proc/sys/net")
+			}
 
 			// The API server by its real address, never the kubernetes Service.
 			env := envFrom(t, in, ds.Namespace, ctr.Env)

@@ -9,6 +9,8 @@ import (
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
+	"github.com/svcproxy/svcproxy/pkg/conntrack"
 )
 
 // inertField is a KubeProxyConfiguration field svcproxy does not act on. Setting it
@@ -23,7 +25,7 @@ type inertField struct {
 
 const (
 	whyNoMarks   = "svcproxy masquerades without packet marks"
-	whyConntrack = "svcproxy never changes conntrack sysctls"
+	whyConntrack = "svcproxy never changes nf_conntrack_max, the machine's (the timeouts are per network namespace and applied)"
 	whyOtherMode = "this section is not read in the configured mode (kube-proxy ignores it too)"
 	whyIPVS      = "svcproxy does not program IPVS"
 	whyWindows   = "Windows only"
@@ -50,6 +52,21 @@ var appliedFields = []string{
 	"configSyncPeriod",            // accepted, nothing to do: no informer cache to resync (the trackers hold the only copy)
 	"nodePortAddresses",           // NodePorts and health check node ports on these addresses (default: all; primary in nftables mode)
 	"iptables.localhostNodePorts", // NodePorts on 127.0.0.1, in iptables or blank mode
+	// Written at start into the node's network namespace (conntrackTimeouts).
+	"conntrack.tcpEstablishedTimeout", "conntrack.tcpCloseWaitTimeout", "conntrack.tcpBeLiberal",
+	"conntrack.udpTimeout", "conntrack.udpStreamTimeout",
+}
+
+// conntrackTimeouts are the conntrack settings of c svcproxy writes, as kube-proxy.
+func conntrackTimeouts(c *kubeproxyconfig.KubeProxyConfiguration) conntrack.Timeouts {
+	t := conntrack.Timeouts{TCPBeLiberal: c.Conntrack.TCPBeLiberal, UDP: c.Conntrack.UDPTimeout.Duration, UDPStream: c.Conntrack.UDPStreamTimeout.Duration}
+	if c.Conntrack.TCPEstablishedTimeout != nil {
+		t.TCPEstablished = c.Conntrack.TCPEstablishedTimeout.Duration
+	}
+	if c.Conntrack.TCPCloseWaitTimeout != nil {
+		t.TCPCloseWait = c.Conntrack.TCPCloseWaitTimeout.Duration
+	}
+	return t
 }
 
 // inertFields are the KubeProxyConfiguration fields svcproxy does not apply (or not
@@ -98,9 +115,9 @@ var inertFields = []inertField{
 	{path: "detectLocal.bridgeInterface", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.BridgeInterface }},
 	{path: "detectLocal.interfaceNamePrefix", why: "svcproxy tells local traffic by clusterCIDR only", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.DetectLocal.InterfaceNamePrefix }},
 	{path: "portRange", why: "kube-proxy ignores it too (userspace mode is gone)", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.PortRange }},
-	// Conntrack: 0 means "leave the kernel's value", which is what svcproxy does; a
-	// value would make kube-proxy write a sysctl. kube-proxy's non-zero defaults are
-	// not warned about (documented instead), or every start would warn.
+	// Conntrack: 0 means "leave the kernel's value", which is what svcproxy does with
+	// nf_conntrack_max; a value would make kube-proxy write it. kube-proxy's non-zero
+	// defaults are not warned about (documented instead), or every start would warn.
 	{path: "conntrack.maxPerCore", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.MaxPerCore },
 		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
 			return *c.Conntrack.MaxPerCore > 0 && *c.Conntrack.MaxPerCore != 32*1024
@@ -109,19 +126,6 @@ var inertFields = []inertField{
 		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
 			return *c.Conntrack.MaxPerCore > 0 && *c.Conntrack.Min != 128*1024
 		}},
-	{path: "conntrack.tcpEstablishedTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.TCPEstablishedTimeout },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
-			return positiveNot(c.Conntrack.TCPEstablishedTimeout.Duration, 24*time.Hour)
-		}},
-	{path: "conntrack.tcpCloseWaitTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.Conntrack.TCPCloseWaitTimeout },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool {
-			return positiveNot(c.Conntrack.TCPCloseWaitTimeout.Duration, time.Hour)
-		}},
-	{path: "conntrack.tcpBeLiberal", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.TCPBeLiberal }},
-	{path: "conntrack.udpTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.UDPTimeout },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Conntrack.UDPTimeout.Duration > 0 }},
-	{path: "conntrack.udpStreamTimeout", why: whyConntrack, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Conntrack.UDPStreamTimeout },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Conntrack.UDPStreamTimeout.Duration > 0 }},
 }
 
 func only(modes ...kubeproxyconfig.ProxyMode) func(kubeproxyconfig.ProxyMode) bool {

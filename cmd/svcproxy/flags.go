@@ -40,6 +40,10 @@ type options struct {
 	ignored  map[string]*string
 
 	noTakeover bool // --takeover=false
+	// sysctlDir is where the node's /proc/sys is (--sysctl-dir): deploy/ mounts
+	// its /proc/sys/net writable at /host/proc/sys/net, /proc/sys being
+	// read-only in a pod that is not privileged.
+	sysctlDir string
 
 	// nodePorts is nodePortAddresses parsed, with the mode's default applied.
 	nodePorts nodeaddr.Spec
@@ -143,6 +147,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
 	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
 	addTakeoverFlag(fs, o)
+	fs.StringVar(&o.sysctlDir, "sysctl-dir", "/proc/sys", "Where the node's /proc/sys is, for the sysctls svcproxy writes in its network namespace (route_localnet for localhost NodePorts, the conntrack timeouts): a pod that is not privileged mounts the node's /proc/sys/net writable elsewhere, as deploy/ does.")
 	fs.DurationVar(&mf.syncPeriod, "sync-period", cfg.IPTables.SyncPeriod.Duration, "How often the kernel's table is re-read and repaired (svcproxy's name for --iptables-sync-period).")
 	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period).")
 
@@ -182,13 +187,13 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.StringVar(&cfg.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "Accepted for kube-proxy compatibility (detect-local-mode InterfaceNamePrefix).")
 	fs.StringSliceVar(&cfg.NodePortAddresses, "nodeport-addresses", nil, "The node addresses NodePorts and health check node ports answer on: CIDRs and the keywords 'primary' (the Node's primary IPs, or --bind-address), 'localhost', 'all', in any combination. Default: all local addresses ('primary' in nftables mode), followed as interface addresses change.")
 	fs.Int32Var(cfg.OOMScoreAdj, "oom-score-adj", *cfg.OOMScoreAdj, "The oom_score_adj value for the svcproxy process, within [-1000, 1000].")
-	fs.Int32Var(cfg.Conntrack.MaxPerCore, "conntrack-max-per-core", *cfg.Conntrack.MaxPerCore, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.Int32Var(cfg.Conntrack.Min, "conntrack-min", *cfg.Conntrack.Min, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.DurationVar(&cfg.Conntrack.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", cfg.Conntrack.TCPEstablishedTimeout.Duration, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.DurationVar(&cfg.Conntrack.TCPCloseWaitTimeout.Duration, "conntrack-tcp-timeout-close-wait", cfg.Conntrack.TCPCloseWaitTimeout.Duration, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.BoolVar(&cfg.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.DurationVar(&cfg.Conntrack.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
-	fs.DurationVar(&cfg.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Accepted for kube-proxy compatibility: svcproxy does not change conntrack sysctls.")
+	fs.Int32Var(cfg.Conntrack.MaxPerCore, "conntrack-max-per-core", *cfg.Conntrack.MaxPerCore, "Accepted for kube-proxy compatibility: svcproxy does not change nf_conntrack_max, which is the machine's, not the namespace's.")
+	fs.Int32Var(cfg.Conntrack.Min, "conntrack-min", *cfg.Conntrack.Min, "Accepted for kube-proxy compatibility: svcproxy does not change nf_conntrack_max, which is the machine's, not the namespace's.")
+	fs.DurationVar(&cfg.Conntrack.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", cfg.Conntrack.TCPEstablishedTimeout.Duration, "Idle timeout for established TCP connections, written at start into the node's network namespace (0 to leave the kernel's value).")
+	fs.DurationVar(&cfg.Conntrack.TCPCloseWaitTimeout.Duration, "conntrack-tcp-timeout-close-wait", cfg.Conntrack.TCPCloseWaitTimeout.Duration, "Timeout of TCP connections in CLOSE_WAIT, written at start into the node's network namespace (0 to leave the kernel's value).")
+	fs.BoolVar(&cfg.Conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "Set nf_conntrack_tcp_be_liberal=1 in the node's network namespace at start (out-of-window packets are not marked INVALID).")
+	fs.DurationVar(&cfg.Conntrack.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "Idle timeout for UNREPLIED UDP flows, written at start into the node's network namespace (0 to leave the kernel's value).")
+	fs.DurationVar(&cfg.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Idle timeout for ASSURED UDP flows, written at start into the node's network namespace (0 to leave the kernel's value).")
 	fs.DurationVar(&cfg.ConfigSyncPeriod.Duration, "config-sync-period", cfg.ConfigSyncPeriod.Duration, "Accepted for kube-proxy compatibility; svcproxy keeps no informer cache to resync.")
 	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "key=value pairs; svcproxy knows the logging gates (LoggingAlphaOptions, LoggingBetaOptions, ContextualLogging) and warns about others.")
 	fs.Int32Var(&mf.healthzPort, "healthz-port", proxyHealthzPort, "Deprecated: the health check server's port, 0 to disable.")

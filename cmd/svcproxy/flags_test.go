@@ -23,6 +23,7 @@ func TestParseFlags(t *testing.T) {
 		// iptables mode's: every local address, localhost too.
 		nodePorts:          nodeaddr.Spec{All: true},
 		localhostNodePorts: true,
+		sysctlDir:          "/proc/sys",
 	}
 	for _, tc := range []struct {
 		name    string
@@ -52,9 +53,10 @@ func TestParseFlags(t *testing.T) {
 		},
 		{
 			name: "own flags",
-			args: []string{"--master", "https://api:6443", "--healthz-bind-address", "", "--cleanup", "--manifests", "/m", "-v", "2"},
+			args: []string{"--master", "https://api:6443", "--healthz-bind-address", "", "--cleanup", "--manifests", "/m", "-v", "2",
+				"--sysctl-dir=/host/proc/sys"},
 			want: func(o *options) {
-				o.master, o.healthzAddr, o.cleanup, o.manifests = "https://api:6443", "", true, "/m"
+				o.master, o.healthzAddr, o.cleanup, o.manifests, o.sysctlDir = "https://api:6443", "", true, "/m", "/host/proc/sys"
 			},
 		},
 		{

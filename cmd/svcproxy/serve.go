@@ -27,7 +27,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
 
-func serve(ctx context.Context, o *options) error { return serveWith(ctx, o, nodeEnv()) }
+func serve(ctx context.Context, o *options) error { return serveWith(ctx, o, nodeEnv(o.sysctlDir)) }
 
 // serveEnv is what serve takes from the machine it runs on; tests give a fake
 // kernel and their own network namespace.
@@ -38,7 +38,8 @@ type serveEnv struct {
 	conntrack func() (*conntrack.Cleaner, error)
 	// usable says why family f cannot be served (nil: it can).
 	usable func(f endpoints.Family) error
-	// setSysctl writes sysctls for localhost NodePorts (nil: none).
+	// setSysctl writes sysctls: route_localnet for localhost NodePorts, the
+	// conntrack timeouts at start (nil: none).
 	setSysctl func(path, value string) error
 	// netNS is the network namespace whose addresses serve NodePorts (0: ours).
 	netNS int
@@ -46,16 +47,16 @@ type serveEnv struct {
 	started func(familyProxies)
 }
 
-// nodeEnv is the real node: netlink in svcproxy's own network namespace.
-func nodeEnv() serveEnv {
+// nodeEnv is the real node: netlink in svcproxy's own network namespace, its
+// sysctls at sysctlDir (--sysctl-dir).
+func nodeEnv(sysctlDir string) serveEnv {
 	return serveEnv{
 		kernel:    func(endpoints.Family) nft.Kernel { return &nft.Netlink{} },
 		conntrack: func() (*conntrack.Cleaner, error) { return conntrack.New(0) },
 		usable:    familyUsable,
-		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in.
-		// route_localnet for localhost NodePorts, in the namespace svcproxy runs in
-		// (best effort in a pod whose /proc/sys is read-only).
-		setSysctl: tolerateReadOnlyProcSys(proxy.WriteProcSys),
+		// In the namespace svcproxy runs in (best effort where /proc/sys is
+		// read-only: a pod that is not privileged, without deploy/'s mount).
+		setSysctl: tolerateReadOnlyProcSys(proxy.WriteProcSysUnder(sysctlDir)),
 	}
 }
 
@@ -96,6 +97,13 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		nw := watchNode(ctx, client, nodeName(o), nodeWait)
 		node = &nw
 		health.SetNodeEligible(node.Eligible)
+	}
+	if env.setSysctl != nil {
+		// As kube-proxy at start; its failure is logged, not fatal: the
+		// Services are served either way.
+		if err := conntrack.SetTimeouts(env.setSysctl, conntrackTimeouts(o.config)); err != nil {
+			klog.ErrorS(err, "Setting the configured conntrack timeouts")
+		}
 	}
 	var status []corev1.NodeAddress
 	if node != nil {

@@ -39,6 +39,27 @@ func ensureRouteLocalnet(set func(path, value string) error) error {
 	return nil
 }
 
+// WriteProcSysUnder is WriteProcSys with /proc/sys found at dir instead: a pod
+// that is not privileged has /proc/sys mounted read-only, and svcproxy's
+// DaemonSet mounts the node's /proc/sys/net writable elsewhere (a /proc/sys/net
+// file answers for the network namespace of whoever opens it, so this is still
+// the node's). dir "" or "/proc/sys" is WriteProcSys.
+func WriteProcSysUnder(dir string) func(path, value string) error {
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" || dir == procSys {
+		return WriteProcSys
+	}
+	return func(path, value string) error {
+		rel, ok := strings.CutPrefix(path, procSys+"/")
+		if !ok {
+			return fmt.Errorf("sysctl %s is not under %s", path, procSys)
+		}
+		return WriteProcSys(dir+"/"+rel, value)
+	}
+}
+
+const procSys = "/proc/sys"
+
 // WriteProcSys writes value to a /proc/sys path unless it holds it already, in the
 // network namespace of the calling process: Config.SetSysctl for a Proxy that
 // programs its own namespace.

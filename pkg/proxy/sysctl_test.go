@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -35,5 +37,34 @@ func TestRouteLocalnetOnlyThroughSetSysctl(t *testing.T) {
 	p := New(Config{Tracker: endpoints.NewTracker(endpoints.TrackerOptions{}), Kernel: nft.NewFake(), Options: Options{LocalhostNodePorts: true}})
 	if err := p.Sync(t.Context()); err != nil {
 		t.Fatalf("without SetSysctl: %v", err)
+	}
+}
+
+// TestWriteProcSysUnder: a /proc/sys path lands under the directory where the
+// node's /proc/sys is mounted, and is written only when it differs.
+func TestWriteProcSysUnder(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "net/ipv4/conf/all/route_localnet")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := WriteProcSysUnder(dir + "/")
+	if err := set(sysctlRouteLocalnet, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "1" {
+		t.Errorf("route_localnet under %s = %q, want 1", dir, b)
+	}
+	if err := set("/etc/passwd", "x"); err == nil {
+		t.Error("a path outside /proc/sys was written")
+	}
+	if err := os.Chmod(file, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(sysctlRouteLocalnet, "1"); err != nil { // holds it already: not written
+		t.Errorf("an unchanged value was written: %v", err)
 	}
 }
