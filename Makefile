@@ -1,5 +1,5 @@
 # Thin targets; the scripts in hack/ do the work.
-.PHONY: demo test bench build image render e2e e2e-matrix e2e-node clean
+.PHONY: demo test bench build image render e2e e2e-matrix e2e-node conformance clean
 
 demo:
 	hack/demo.sh
@@ -31,6 +31,11 @@ e2e-matrix:
 # Real kubelets, containerd and CNI; svcproxy as its DaemonSet (docs/e2e-node.md).
 e2e-node:
 	hack/e2e-node.sh
+
+# Upstream's own sig-network e2e specs against svcproxy and both kube-proxy
+# modes on the e2e-node cluster; writes docs/conformance.md.
+conformance:
+	hack/conformance.sh
 
 clean:
 	rm -rf bin

@@ -37,8 +37,10 @@ const (
 		"endpointslice-controller,namespace-controller,garbage-collector-controller," +
 		"node-lifecycle-controller,pod-garbage-collector-controller," +
 		// What upstream's e2e suite also relies on (make conformance): legacy
-		// Endpoints and their mirroring into slices, ReplicationControllers, Jobs.
-		"endpoints-controller,endpointslice-mirroring-controller,replicationcontroller-controller,job-controller"
+		// Endpoints and their mirroring into slices, ReplicationControllers,
+		// Jobs, and the ServiceCIDR controller that marks a new ServiceCIDR Ready.
+		"endpoints-controller,endpointslice-mirroring-controller,replicationcontroller-controller,job-controller," +
+		"service-cidr-controller"
 )
 
 type config struct {

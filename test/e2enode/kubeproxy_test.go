@@ -18,8 +18,11 @@ import (
 // `kube-proxy --config=/var/lib/kube-proxy/config.conf
 // --hostname-override=$(NODE_NAME)` with xtables.lock and /lib/modules
 // mounted. The image is the cached kube-proxy binary with this machine's
-// iptables and nft (hack/e2e-node.sh). The conntrack settings at 0 keep it off the
-// machine-wide conntrack sysctls, as in test/e2e.
+// iptables and nft (hack/e2e-node.sh). Its conntrack settings are kind's:
+// maxPerCore 0 leaves the machine-wide nf_conntrack_max alone; the TCP
+// timeouts keep kube-proxy's defaults (24h established, 1h CLOSE_WAIT), which
+// it writes into the node's own network namespace, as upstream's KubeProxy
+// spec expects.
 func (c *cluster) kubeProxyManifest(mode string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: ServiceAccount
@@ -58,8 +61,6 @@ data:
     mode: %[5]s
     conntrack:
       maxPerCore: 0
-      tcpEstablishedTimeout: 0s
-      tcpCloseWaitTimeout: 0s
     healthzBindAddress: 0.0.0.0:10256
     metricsBindAddress: 127.0.0.1:10249
   kubeconfig.conf: |-

@@ -171,8 +171,12 @@ func (c *cluster) importImages(ctx context.Context) error {
 // allowed (failCgroupV1: false), cgroupfs under the node's own cgroupRoot,
 // swap tolerated; its API authenticated by the cluster CA and authorized by
 // the API server (so that kubectl logs and exec work as on kind); the cluster
-// DNS Service's address when there is one (make conformance); eviction
-// thresholds that a busy shared disk does not trip.
+// DNS Service's address when there is one (make conformance); pod logs of its
+// own (podLogsDir): the nodes share this machine's /var/log, and each
+// kubelet's garbage collector removes the log directories of pods it does not
+// run, so a pod's log vanished within a minute when another node's kubelet
+// swept /var/log/pods (upstream's Conntrack specs read their client's log);
+// eviction thresholds that a busy shared disk does not trip.
 func (c *cluster) kubeletConfig(n *node) string {
 	clusterDNS := "" // pods get the node's resolv.conf, as the suite's own scenarios use no names
 	if c.cfg.clusterDNS != "" {
@@ -201,6 +205,7 @@ authentication:
 authorization:
   mode: Webhook
 podCIDR: %s
+podLogsDir: %s
 clusterDomain: cluster.local
 %sresolvConf: /etc/resolv.conf
 serializeImagePulls: false
@@ -213,8 +218,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 protectKernelDefaults: false
-`, n.cgroup, n.sock(), n.ip, c.pki.Path("ca.crt"), n.podCIDR, clusterDNS)
+`, n.cgroup, n.sock(), n.ip, c.pki.Path("ca.crt"), n.podCIDR, n.podLogsDir(), clusterDNS)
 }
+
+// podLogsDir is where node n's kubelet keeps its pods' logs.
+func (n *node) podLogsDir() string { return "/var/log/pods-" + n.short }
 
 func (c *cluster) startKubelets(ctx context.Context) error {
 	for _, n := range c.nodes {
