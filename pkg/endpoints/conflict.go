@@ -17,7 +17,10 @@ type ServiceRef struct {
 
 // ConflictChange reports that a Service started, or stopped, being left unproxied
 // because an older Service claims the same cluster IP, or (NodePort set) being
-// served without one of its node ports because an older Service uses it.
+// served without one of its node ports because an older Service uses it, or
+// (External set) being served without an external or load balancer IP on one port
+// because it is another Service's ClusterIP or an older Service's external address
+// on that port and protocol (see claimAddrsLocked).
 //
 // Two Services with one cluster IP cannot both be served: their ports would render
 // to the same keys. The older one (metadata.creationTimestamp, then namespace/name)
@@ -33,11 +36,16 @@ type ConflictChange struct {
 	// NodePort is the use of a node port Service is served without; zero for a
 	// cluster IP conflict. WinnerUse is how Winner uses that port.
 	NodePort, WinnerUse NodePortUse
-	// Resolved: Service is proxied again (with that node port), or was deleted or
-	// moved to another address (or node port).
+	// External is the use of an external address Service is served without; zero
+	// otherwise. WinnerExternal is how Winner uses that address and port: zero when
+	// the address is Winner's ClusterIP, which its owner always keeps.
+	External, WinnerExternal AddrUse
+	// Resolved: Service is proxied again (with that node port or external address),
+	// or was deleted or moved to another address (or node port).
 	Resolved bool
-	// Active is how many Services are left unproxied by cluster IP conflicts after
-	// this Take; ActiveNodePorts how many node port uses are left out by conflicts.
+	// Active is how many Services are left unproxied by cluster IP conflicts, or
+	// served without an external address by an address conflict, after this Take;
+	// ActiveNodePorts how many node port uses are left out by conflicts.
 	Active, ActiveNodePorts int
 }
 
@@ -63,17 +71,21 @@ func (e serviceEntry) clusterIP() netip.Addr {
 
 // claimLocked records that key claims addr (valid) or gives up old, and marks
 // every other claimant of either address dirty, so that a change of winner swaps
-// both Services in the same Take (and the other claimants of their node ports,
-// which a Service holds only while it is proxied).
+// both Services in the same Take (and the other claimants of their node ports and
+// external addresses, which a Service holds only while it is proxied, and the
+// Services whose external addresses are either address).
 func (t *Tracker) claimLocked(key ServiceKey, old, addr netip.Addr) {
+	// Whether and to whom external claims of either address are refused may change.
+	t.markAddrClaimantsLocked(addr)
 	if old == addr {
 		for _, k := range t.claims[addr] {
 			if k != key {
-				t.markWithPortRivalsLocked(k)
+				t.markWithRivalsLocked(k)
 			}
 		}
 		return
 	}
+	t.markAddrClaimantsLocked(old)
 	if old.IsValid() {
 		rest := slices.DeleteFunc(t.claims[old], func(k ServiceKey) bool { return k == key })
 		if len(rest) == 0 {
@@ -82,12 +94,12 @@ func (t *Tracker) claimLocked(key ServiceKey, old, addr netip.Addr) {
 			t.claims[old] = rest
 		}
 		for _, k := range rest {
-			t.markWithPortRivalsLocked(k)
+			t.markWithRivalsLocked(k)
 		}
 	}
 	if addr.IsValid() {
 		for _, k := range t.claims[addr] {
-			t.markWithPortRivalsLocked(k)
+			t.markWithRivalsLocked(k)
 		}
 		t.claims[addr] = append(t.claims[addr], key)
 	}
@@ -130,7 +142,8 @@ func (t *Tracker) resolveLocked(key ServiceKey, changes *[]ConflictChange) []Ser
 	if lost {
 		ports = nil
 	}
-	return t.resolvePortsLocked(key, ServiceRef{key, e.uid}, ports, changes)
+	ref := ServiceRef{key, e.uid}
+	return t.resolveAddrsLocked(key, ref, t.resolvePortsLocked(key, ref, ports, changes), changes)
 }
 
 // lostTo is a reported conflict: the winner and the address.

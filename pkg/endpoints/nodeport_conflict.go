@@ -99,16 +99,26 @@ func (t *Tracker) claimPortsLocked(key ServiceKey, old, uses []NodePortUse) {
 	}
 }
 
-// markWithPortRivalsLocked marks key dirty and, since whether it is proxied at all
-// (its cluster IP conflict) decides who wins its node ports, the other claimants of
-// its node ports too.
-func (t *Tracker) markWithPortRivalsLocked(key ServiceKey) {
+// markWithRivalsLocked marks key dirty and, since whether it is proxied at all (its
+// cluster IP conflict) decides who wins its node ports and external addresses, the
+// other claimants of those too.
+func (t *Tracker) markWithRivalsLocked(key ServiceKey) {
 	t.markDirtyLocked(key)
-	for _, u := range t.services[key].nodePortUses() {
-		for _, c := range t.portClaims[u.key()] {
-			if c != key {
-				t.markDirtyLocked(c)
-			}
+	e := t.services[key]
+	for _, u := range e.nodePortUses() {
+		t.markOthersLocked(key, t.portClaims[u.key()])
+	}
+	for _, u := range addrUses(e.ports) {
+		k := u.key()
+		t.markOthersLocked(key, t.addrClaims[k.addr][k.port])
+	}
+}
+
+// markOthersLocked marks the claimants other than key dirty.
+func (t *Tracker) markOthersLocked(key ServiceKey, claimants []ServiceKey) {
+	for _, c := range claimants {
+		if c != key {
+			t.markDirtyLocked(c)
 		}
 	}
 }
@@ -123,9 +133,15 @@ func (t *Tracker) losesClusterIPLocked(key ServiceKey) bool {
 // portWinnerLocked returns which claimant of k keeps it: the oldest, then the first
 // by namespace/name, of those proxied; false when none is.
 func (t *Tracker) portWinnerLocked(k slicePort) (ServiceKey, bool) {
+	return t.oldestProxiedLocked(t.portClaims[k])
+}
+
+// oldestProxiedLocked returns the oldest, then the first by namespace/name, of the
+// claimants that are proxied; false when none is.
+func (t *Tracker) oldestProxiedLocked(claimants []ServiceKey) (ServiceKey, bool) {
 	var winner ServiceKey
 	found := false
-	for _, c := range t.portClaims[k] {
+	for _, c := range claimants {
 		if t.losesClusterIPLocked(c) {
 			continue
 		}

@@ -37,7 +37,8 @@ type TrackerOptions struct {
 	OnChange func()
 	// OnConflict, if set, is told once when a Service starts being left unproxied
 	// because an older Service has the same cluster IP (or its winner changes), or
-	// served without a node port an older Service uses, and once when that ends;
+	// served without a node port an older Service uses, or without an external
+	// address another Service keeps, and once when that ends;
 	// see ConflictChange. It is called from Take, after the Tracker's lock is
 	// released.
 	OnConflict func(ConflictChange)
@@ -77,6 +78,11 @@ type Tracker struct {
 	portClaims      map[slicePort][]ServiceKey
 	losingPorts     map[ServiceKey]map[NodePortUse]portLoss
 	losingPortCount int
+	// addrClaims lists, per external address, port and protocol, the Services whose
+	// externalIPs or load balancer IPs use it; losingAddrs holds the address
+	// conflicts last reported, by loser.
+	addrClaims  map[netip.Addr]map[slicePort][]ServiceKey
+	losingAddrs map[ServiceKey]map[addrKey]addrLoss
 	// slicesBySvc holds slices by Service and slice name; kept even when the
 	// Service is absent because slices may arrive first.
 	slicesBySvc map[ServiceKey]serviceSlices
@@ -118,6 +124,8 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		losing:          make(map[ServiceKey]lostTo),
 		portClaims:      make(map[slicePort][]ServiceKey),
 		losingPorts:     make(map[ServiceKey]map[NodePortUse]portLoss),
+		addrClaims:      make(map[netip.Addr]map[slicePort][]ServiceKey),
+		losingAddrs:     make(map[ServiceKey]map[addrKey]addrLoss),
 		slicesBySvc:     make(map[ServiceKey]serviceSlices),
 		sliceOwner:      make(map[sliceKey]ServiceKey),
 		dirty:           make(map[ServiceKey]time.Time),
@@ -192,6 +200,7 @@ func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 		delete(t.services, key)
 		t.claimLocked(key, old.clusterIP(), netip.Addr{})
 		t.claimPortsLocked(key, old.nodePortUses(), nil)
+		t.claimAddrsLocked(key, addrUses(old.ports), nil)
 	} else {
 		if had && old.equal(*e) {
 			return
@@ -199,6 +208,7 @@ func (t *Tracker) setService(key ServiceKey, e *serviceEntry) {
 		t.services[key] = *e
 		t.claimLocked(key, old.clusterIP(), e.clusterIP())
 		t.claimPortsLocked(key, old.nodePortUses(), e.nodePortUses())
+		t.claimAddrsLocked(key, addrUses(old.ports), addrUses(e.ports))
 	}
 	t.pendingServices[key] = struct{}{}
 	t.markDirtyLocked(key)
@@ -340,13 +350,14 @@ func (t *Tracker) TakeChanges() Changes {
 	t.pendingServices = emptied(t.pendingServices)
 	t.pendingSliceEvents = 0
 	t.countsLocked()
-	active, activePorts := len(t.losing), t.losingPortCount
+	active, activePorts := len(t.losing)+len(t.losingAddrs), t.losingPortCount
 	c.Snapshot = Snapshot{Endpoints: t.snapEndpoints, ports: t.snapPorts}
 	t.mu.Unlock()
 
 	if t.onConflict != nil {
 		slices.SortFunc(conflicts, func(a, b ConflictChange) int {
-			return cmp.Or(compareServiceKeys(a.Service.Key, b.Service.Key), compareNodePortUses(a.NodePort, b.NodePort))
+			return cmp.Or(compareServiceKeys(a.Service.Key, b.Service.Key), compareNodePortUses(a.NodePort, b.NodePort),
+				compareAddrUses(a.External, b.External))
 		})
 		for _, cc := range conflicts {
 			cc.Active, cc.ActiveNodePorts = active, activePorts
