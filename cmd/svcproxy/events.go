@@ -24,6 +24,11 @@ const ReasonClusterIPConflict = "ClusterIPConflict"
 // that port.
 const ReasonNodePortConflict = "NodePortConflict"
 
+// ReasonExternalIPConflict is the Event reason on a Service served without one of
+// its externalIPs or load balancer IPs on one port because the address is another
+// Service's ClusterIP, or an older Service's external address on that port.
+const ReasonExternalIPConflict = "ExternalIPConflict"
+
 // ReasonKernelRefused is the Event reason on a Service whose rules the kernel refuses.
 const ReasonKernelRefused = "KernelRefused"
 
@@ -99,15 +104,20 @@ func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
 }
 
 // conflictReporter turns the tracker's conflict changes into the conflicting-Services
-// and conflicting-node-ports gauges, a log line, and for each new conflict one
-// Warning Event on the Service that is not proxied (or not on that node port),
-// naming the one that keeps the address or port.
+// (which counts Services served without an external address too) and
+// conflicting-node-ports gauges, a log line, and for each new conflict one Warning
+// Event on the Service that is not proxied (or not on that node port or external
+// address), naming the one that keeps the address or port.
 func conflictReporter(events *Events, active, activeNodePorts gauge) func(endpoints.ConflictChange) {
 	return func(c endpoints.ConflictChange) {
 		active.Set(float64(c.Active))
 		activeNodePorts.Set(float64(c.ActiveNodePorts))
 		if c.NodePort != (endpoints.NodePortUse{}) {
 			reportNodePortConflict(events, c)
+			return
+		}
+		if c.External != (endpoints.AddrUse{}) {
+			reportExternalIPConflict(events, c)
 			return
 		}
 		if c.Resolved {
@@ -132,4 +142,18 @@ func reportNodePortConflict(events *Events, c endpoints.ConflictChange) {
 	events.Warn(c.Service.Key.Namespace, c.Service.Key.Name, ReasonNodePortConflict,
 		fmt.Sprintf("%s is also %s of the older Service %s, which keeps it: %s until one of them is deleted or changes that port",
 			c.NodePort, c.WinnerUse, c.Winner, without))
+}
+
+func reportExternalIPConflict(events *Events, c endpoints.ConflictChange) {
+	if c.Resolved {
+		klog.InfoS("External address conflict over", "service", c.Service.Key.String(), "address", c.External.String())
+		return
+	}
+	msg := fmt.Sprintf("%s is also %s of the older Service %s, which keeps it: svcproxy does not serve this Service on that address and port until one of them is deleted or changes it",
+		c.External, c.WinnerExternal, c.Winner)
+	if c.WinnerExternal == (endpoints.AddrUse{}) {
+		msg = fmt.Sprintf("%s is the ClusterIP of Service %s, which always keeps it: svcproxy does not serve this Service on that address until that Service is deleted or changes its ClusterIP",
+			c.External, c.Winner)
+	}
+	events.Warn(c.Service.Key.Namespace, c.Service.Key.Name, ReasonExternalIPConflict, msg)
 }

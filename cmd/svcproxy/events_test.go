@@ -49,18 +49,7 @@ func TestConflictEventOnTheLoser(t *testing.T) {
 	tr.OnServiceUpdate(old, old)
 	tr.Take()
 
-	var got []corev1.Event
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got = list.Items; len(got) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	got := waitForEvents(t, client)
 	if len(got) != 1 {
 		t.Fatalf("events: %+v, want one", got)
 	}
@@ -194,46 +183,93 @@ func TestNodePortConflictEvents(t *testing.T) {
 			wantMessage: "nodePort 30080/TCP is also healthCheckNodePort 30080 of the older Service ns/old, which keeps it: svcproxy does not serve this Service on that nodePort until one of them is deleted or changes that port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset()
-			services := prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})
-			ports := prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"})
-			events := &Events{}
-			defer events.Shutdown()
-			tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, services, ports)})
-			events.connect(fakeCluster(client), "node-a", trackerUID(tr))
-			tr.OnServiceAdd(tc.young)
-			tr.OnServiceAdd(tc.old)
-			tr.Take()
-			tr.OnServiceUpdate(tc.young, tc.young)
-			tr.Take()
+			checkConflictEvent(t, tc.old, tc.young, ReasonNodePortConflict, tc.wantMessage, 0, 1)
+		})
+	}
+}
 
-			var got []corev1.Event
-			deadline := time.Now().Add(10 * time.Second)
-			for time.Now().Before(deadline) {
-				list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got = list.Items; len(got) > 0 {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if len(got) != 1 {
-				t.Fatalf("events: %+v, want one", got)
-			}
-			if e := got[0]; e.Type != corev1.EventTypeWarning || e.Reason != ReasonNodePortConflict || e.Message != tc.wantMessage ||
-				e.InvolvedObject.Name != "young" || e.InvolvedObject.UID != "u-young" {
-				t.Fatalf("event %+v\nwant message %q", e, tc.wantMessage)
-			}
-			if p, s := testutil.ToFloat64(ports), testutil.ToFloat64(services); p != 1 || s != 0 {
-				t.Fatalf("conflicting node ports = %v, services = %v; want 1, 0", p, s)
-			}
-			tr.OnServiceDelete(tc.old)
-			tr.Take()
-			if p := testutil.ToFloat64(ports); p != 0 {
-				t.Fatalf("conflicting node ports after the winner's deletion = %v, want 0", p)
-			}
+// checkConflictEvent adds loser then winner to a tracker that reports to a fake
+// cluster, resyncs the loser, and checks the one Warning Event on the loser and the
+// gauges of conflicting Services and node ports; both are 0 after the winner's
+// deletion.
+func checkConflictEvent(t *testing.T, winner, loser *corev1.Service, reason, wantMessage string, wantServices, wantPorts float64) {
+	t.Helper()
+	client := fake.NewClientset()
+	services := prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})
+	ports := prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"})
+	events := &Events{}
+	defer events.Shutdown()
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, services, ports)})
+	events.connect(fakeCluster(client), "node-a", trackerUID(tr))
+	tr.OnServiceAdd(loser)
+	tr.OnServiceAdd(winner)
+	tr.Take()
+	tr.OnServiceUpdate(loser, loser)
+	tr.Take()
+
+	got := waitForEvents(t, client)
+	if len(got) != 1 {
+		t.Fatalf("events: %+v, want one", got)
+	}
+	if e := got[0]; e.Type != corev1.EventTypeWarning || e.Reason != reason || e.Message != wantMessage ||
+		e.InvolvedObject.Name != loser.Name || e.InvolvedObject.UID != loser.UID {
+		t.Fatalf("event %+v\nwant message %q", e, wantMessage)
+	}
+	if s, p := testutil.ToFloat64(services), testutil.ToFloat64(ports); s != wantServices || p != wantPorts {
+		t.Fatalf("conflicting services = %v, node ports = %v; want %v, %v", s, p, wantServices, wantPorts)
+	}
+	tr.OnServiceDelete(winner)
+	tr.Take()
+	if s, p := testutil.ToFloat64(services), testutil.ToFloat64(ports); s != 0 || p != 0 {
+		t.Fatalf("after the winner's deletion: conflicting services = %v, node ports = %v; want 0", s, p)
+	}
+}
+
+// waitForEvents returns the Events in namespace ns once there are any (the
+// broadcaster writes them in the background), or none after 10 s.
+func waitForEvents(t *testing.T, client *fake.Clientset) []corev1.Event {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			return list.Items
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// TestExternalIPConflictEvents: a Service served without an externalIP or load
+// balancer IP on a port, because it is another Service's ClusterIP or an older
+// Service's external address there, gets one Warning Event ExternalIPConflict
+// naming the address, port and the Service that keeps it; the conflicting-Services
+// gauge counts it and drops when the conflict ends.
+func TestExternalIPConflictEvents(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	svc := func(name, ip string, at time.Time, externalIPs ...string) *corev1.Service {
+		s := conflictService(name, "u-"+name, at)
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = ip, []string{ip}
+		s.Spec.ExternalIPs = externalIPs
+		return s
+	}
+	for _, tc := range []struct {
+		name          string
+		winner, loser *corev1.Service
+		wantMessage   string
+	}{
+		{name: "an externalIP on another Service's ClusterIP, the claimant older",
+			winner: svc("good", "10.96.0.10", t0.Add(time.Minute)), loser: svc("attacker", "10.96.0.99", t0, "10.96.0.10"),
+			wantMessage: "externalIP 10.96.0.10 port 80/TCP is the ClusterIP of Service ns/good, which always keeps it: svcproxy does not serve this Service on that address until that Service is deleted or changes its ClusterIP"},
+		{name: "one externalIP and port in two Services",
+			winner: svc("old", "10.96.0.1", t0, "192.0.2.1"), loser: svc("young", "10.96.0.2", t0.Add(time.Minute), "192.0.2.1"),
+			wantMessage: "externalIP 192.0.2.1 port 80/TCP is also externalIP 192.0.2.1 port 80/TCP of the older Service ns/old, which keeps it: svcproxy does not serve this Service on that address and port until one of them is deleted or changes it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkConflictEvent(t, tc.winner, tc.loser, ReasonExternalIPConflict, tc.wantMessage, 1, 0)
 		})
 	}
 }

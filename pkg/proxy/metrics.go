@@ -162,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
 			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConflictingServices: plainGauge("svcproxy_conflicting_services",
-			"Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event)"),
+			"Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event), or served without an externalIP or load balancer IP on a port because it is another Service's ClusterIP or an older Service's external address there (ExternalIPConflict Events), per IP family"),
 		ConflictingNodePorts: plainGauge("svcproxy_conflicting_node_ports",
 			"Node ports (nodePorts and healthCheckNodePorts) Services are served without because an older Service uses the same port and protocol, per IP family (each has a NodePortConflict Event)"),
 		ConntrackDeleted: plainCounter("svcproxy_conntrack_entries_deleted_total",
