@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +112,90 @@ func TestSameClusterIPDeletingTheLoserLeavesTheWinner(t *testing.T) {
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80, dnat 10.244.1.3:80" {
 		t.Fatalf("after the loser's deletion served %q", got)
 	}
+}
+
+// TestExternalIPOnAnotherClusterIPIsRefused: Service attacker lists good's ClusterIP
+// (10.96.0.10, port 80) as an externalIP, with its own endpoint. Whichever came
+// first, and whoever is older, new connections to 10.96.0.10:80 from a pod and from
+// the node go to good's endpoint only (its endpoint map holds no other); the
+// attacker keeps its own ClusterIP; when good is deleted the attacker's claim takes
+// effect in that sync, without a resync.
+func TestExternalIPOnAnotherClusterIPIsRefused(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	good := testService("good", "10.96.0.10", false, httpPort)
+	good.CreationTimestamp = metav1.NewTime(t0.Add(time.Hour))
+	attacker := testService("attacker", "10.96.0.99", false, httpPort)
+	attacker.CreationTimestamp = metav1.NewTime(t0) // older: the ClusterIP's owner wins all the same
+	attacker.Spec.ExternalIPs = []string{"10.96.0.10"}
+
+	for _, order := range []string{"attacker after good", "attacker before good"} {
+		t.Run(order, func(t *testing.T) {
+			k := nft.NewFake()
+			var conflicts []endpoints.ConflictChange
+			tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: func(c endpoints.ConflictChange) { conflicts = append(conflicts, c) }})
+			p := New(Config{Tracker: tr, Kernel: k})
+			sync := func() {
+				t.Helper()
+				if err := p.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			addAttacker := func() {
+				tr.OnServiceAdd(attacker)
+				tr.OnEndpointSliceAdd(testSlice("attacker", readyEP("pod3")))
+			}
+			if order == "attacker before good" {
+				addAttacker()
+				sync()
+				if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.4:80 masquerade" {
+					t.Fatalf("the attacker alone: %q, want its externalIP served", got)
+				}
+			}
+			tr.OnServiceAdd(good)
+			tr.OnEndpointSliceAdd(testSlice("good", readyEP("pod1")))
+			if order == "attacker after good" {
+				sync()
+				addAttacker()
+			}
+			sync()
+			if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
+				t.Fatalf("from a pod to good's ClusterIP: %q, want good's endpoint only", got)
+			}
+			if got := traceLocal(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
+				t.Fatalf("from the node to good's ClusterIP: %q, want good's endpoint only", got)
+			}
+			if got := route(t, k, "10.96.0.99"); got != "dnat 10.244.1.4:80" {
+				t.Fatalf("the attacker's own ClusterIP: %q", got)
+			}
+			if len(conflicts) != 1 || conflicts[0].Service.Key.Name != "attacker" || conflicts[0].Winner.Name != "good" ||
+				conflicts[0].External.Addr.String() != "10.96.0.10" || conflicts[0].Active != 1 {
+				t.Fatalf("conflicts %+v, want the attacker's externalIP refused for good", conflicts)
+			}
+
+			tr.OnServiceDelete(good)
+			sync()
+			if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.4:80 masquerade" {
+				t.Fatalf("after good's deletion: %q, want the attacker's externalIP served", got)
+			}
+			if len(conflicts) != 2 || !conflicts[1].Resolved || conflicts[1].Active != 0 {
+				t.Fatalf("resolution not reported: %+v", conflicts)
+			}
+		})
+	}
+}
+
+// traceLocal is route for a connection the node itself opens.
+func traceLocal(t *testing.T, k *nft.Fake, addr string) string {
+	t.Helper()
+	out, err := nft.Trace(k.Ruleset(nft.FamilyIPv4, TableName),
+		nft.Packet{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr(addr), Proto: nft.ProtoTCP, DPort: 80, Local: true,
+			NodeAddrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, o := range out {
+		parts = append(parts, o.String())
+	}
+	return strings.Join(parts, ", ")
 }
