@@ -164,17 +164,12 @@ func (t *Tracker) resolveAddrsLocked(key ServiceKey, ref ServiceRef, ports []Ser
 			lost[u.key()] = l
 		}
 	}
-	prev := t.losingAddrs[key]
-	for k, l := range lost {
-		if p, ok := prev[k]; !ok || p != l {
-			*changes = append(*changes, ConflictChange{Service: ref, Winner: l.winner, External: l.use, WinnerExternal: l.winnerUse})
+	reportLosses(t.losingAddrs[key], lost, changes, func(_ addrKey, l addrLoss, resolved bool) ConflictChange {
+		if resolved {
+			return ConflictChange{Service: ref, External: l.use, Resolved: true}
 		}
-	}
-	for k, p := range prev {
-		if _, ok := lost[k]; !ok {
-			*changes = append(*changes, ConflictChange{Service: ref, External: p.use, Resolved: true})
-		}
-	}
+		return ConflictChange{Service: ref, Winner: l.winner, External: l.use, WinnerExternal: l.winnerUse}
+	})
 	if len(lost) == 0 {
 		delete(t.losingAddrs, key)
 		return ports

@@ -124,37 +124,21 @@ func TestTrackerExternalAddrConflicts(t *testing.T) {
 			conflicts: []string{"ns/oldest: ClusterIP 10.96.0.10, ns/ip-owner, resolved=false"}},
 	}
 	for _, tc := range tests {
-		for _, reverse := range []bool{false, true} {
-			name := tc.name
-			if reverse {
-				name += " (reversed)"
+		takeInBothOrders(t, tc.name, tc.services, func(t *testing.T, snap Snapshot, conflicts []ConflictChange) {
+			if got := servedAddrs(snap); !mapsEqual(got, tc.want) {
+				t.Fatalf("served %q, want %q", got, tc.want)
 			}
-			t.Run(name, func(t *testing.T) {
-				var got []string
-				active := 0
-				tr := NewTracker(TrackerOptions{OnConflict: func(c ConflictChange) {
-					got = append(got, addrConflictText(c))
-					active = c.Active
-				}})
-				services := slices.Clone(tc.services)
-				if reverse {
-					slices.Reverse(services)
+			var got []string
+			for _, c := range conflicts {
+				got = append(got, addrConflictText(c))
+				if c.Active != 1 {
+					t.Fatalf("Active %d in %+v, want 1 (one Service in conflict)", c.Active, c)
 				}
-				for _, s := range services {
-					tr.OnServiceAdd(s)
-				}
-				snap, _, _ := tr.Take()
-				if got := servedAddrs(snap); !mapsEqual(got, tc.want) {
-					t.Fatalf("served %q, want %q", got, tc.want)
-				}
-				if !slices.Equal(got, tc.conflicts) {
-					t.Fatalf("conflicts %q, want %q", got, tc.conflicts)
-				}
-				if len(tc.conflicts) > 0 && active != 1 {
-					t.Fatalf("Active %d, want 1 (one Service in conflict)", active)
-				}
-			})
-		}
+			}
+			if !slices.Equal(got, tc.conflicts) {
+				t.Fatalf("conflicts %q, want %q", got, tc.conflicts)
+			}
+		})
 	}
 }
 

@@ -37,42 +37,26 @@ func TestTrackerClusterIPConflicts(t *testing.T) {
 		{name: "no timestamps (manifests): namespace/name", services: []*v1.Service{mk("ns", "b", time.Time{}), mk("ns", "a", time.Time{}), mk("ns", "c", time.Time{})}, wantWinner: key("ns", "a")},
 	}
 	for _, tc := range tests {
-		for _, reverse := range []bool{false, true} {
-			name := tc.name
-			if reverse {
-				name += " (reversed)"
+		takeInBothOrders(t, tc.name, tc.services, func(t *testing.T, snap Snapshot, got []ConflictChange) {
+			var served []ServiceKey
+			for _, ports := range snap.Services() {
+				for _, sp := range ports {
+					served = append(served, sp.Name.Key())
+				}
 			}
-			t.Run(name, func(t *testing.T) {
-				var got []ConflictChange
-				tr := NewTracker(TrackerOptions{OnConflict: func(c ConflictChange) { got = append(got, c) }})
-				for i := range tc.services {
-					s := tc.services[i]
-					if reverse {
-						s = tc.services[len(tc.services)-1-i]
-					}
-					tr.OnServiceAdd(s)
+			if len(served) != 1 || served[0] != tc.wantWinner {
+				t.Fatalf("served %v, want only %v", served, tc.wantWinner)
+			}
+			if len(got) != len(tc.services)-1 {
+				t.Fatalf("conflicts %+v, want %d", got, len(tc.services)-1)
+			}
+			for _, c := range got {
+				if c.Winner != tc.wantWinner || c.Service.Key == tc.wantWinner || c.Resolved || c.Addr != netip.MustParseAddr(shared) ||
+					string(c.Service.UID) != c.Service.Key.Namespace+"-"+c.Service.Key.Name || c.Active != len(tc.services)-1 {
+					t.Fatalf("conflict %+v", c)
 				}
-				snap, _, _ := tr.Take()
-				var served []ServiceKey
-				for _, ports := range snap.Services() {
-					for _, sp := range ports {
-						served = append(served, sp.Name.Key())
-					}
-				}
-				if len(served) != 1 || served[0] != tc.wantWinner {
-					t.Fatalf("served %v, want only %v", served, tc.wantWinner)
-				}
-				if len(got) != len(tc.services)-1 {
-					t.Fatalf("conflicts %+v, want %d", got, len(tc.services)-1)
-				}
-				for _, c := range got {
-					if c.Winner != tc.wantWinner || c.Service.Key == tc.wantWinner || c.Resolved || c.Addr != netip.MustParseAddr(shared) ||
-						string(c.Service.UID) != c.Service.Key.Namespace+"-"+c.Service.Key.Name || c.Active != len(tc.services)-1 {
-						t.Fatalf("conflict %+v", c)
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
 

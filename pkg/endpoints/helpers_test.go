@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -134,4 +135,27 @@ func mustEqualf[T comparable](t *testing.T, got, want T, format string, args ...
 // cmpOpts lets go-cmp compare netip values, whose fields are unexported.
 var cmpOpts = []cmp.Option{
 	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+}
+
+// takeInBothOrders runs check as two subtests, name and name + " (reversed)": each
+// adds services, in that order or reversed, to a new Tracker and takes a snapshot;
+// check gets it and the conflicts reported.
+func takeInBothOrders(t *testing.T, name string, services []*v1.Service, check func(t *testing.T, snap Snapshot, conflicts []ConflictChange)) {
+	t.Helper()
+	for _, reverse := range []bool{false, true} {
+		sub, order := name, slices.Clone(services)
+		if reverse {
+			sub += " (reversed)"
+			slices.Reverse(order)
+		}
+		t.Run(sub, func(t *testing.T) {
+			var got []ConflictChange
+			tr := NewTracker(TrackerOptions{OnConflict: func(c ConflictChange) { got = append(got, c) }})
+			for _, s := range order {
+				tr.OnServiceAdd(s)
+			}
+			snap, _, _ := tr.Take()
+			check(t, snap, got)
+		})
+	}
 }

@@ -172,16 +172,12 @@ func (t *Tracker) resolvePortsLocked(key ServiceKey, ref ServiceRef, ports []Ser
 		}
 	}
 	prev := t.losingPorts[key]
-	for u, l := range lost {
-		if p, ok := prev[u]; !ok || p != l {
-			*changes = append(*changes, ConflictChange{Service: ref, Winner: l.winner, NodePort: u, WinnerUse: l.winnerUse})
+	reportLosses(prev, lost, changes, func(u NodePortUse, l portLoss, resolved bool) ConflictChange {
+		if resolved {
+			return ConflictChange{Service: ref, NodePort: u, Resolved: true}
 		}
-	}
-	for u := range prev {
-		if _, ok := lost[u]; !ok {
-			*changes = append(*changes, ConflictChange{Service: ref, NodePort: u, Resolved: true})
-		}
-	}
+		return ConflictChange{Service: ref, Winner: l.winner, NodePort: u, WinnerUse: l.winnerUse}
+	})
 	t.losingPortCount += len(lost) - len(prev)
 	if len(lost) == 0 {
 		delete(t.losingPorts, key)
@@ -210,4 +206,20 @@ func (t *Tracker) useOfLocked(key ServiceKey, k slicePort) NodePortUse {
 		}
 	}
 	return NodePortUse{}
+}
+
+// reportLosses appends to changes what differs between the losses last reported
+// (prev) and now (lost): change(k, l, false) for each new or changed loss,
+// change(k, l, true) for each that is over.
+func reportLosses[K, L comparable](prev, lost map[K]L, changes *[]ConflictChange, change func(k K, l L, resolved bool) ConflictChange) {
+	for k, l := range lost {
+		if p, ok := prev[k]; !ok || p != l {
+			*changes = append(*changes, change(k, l, false))
+		}
+	}
+	for k, p := range prev {
+		if _, ok := lost[k]; !ok {
+			*changes = append(*changes, change(k, p, true))
+		}
+	}
 }

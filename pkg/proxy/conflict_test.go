@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -187,15 +186,6 @@ func TestExternalIPOnAnotherClusterIPIsRefused(t *testing.T) {
 // traceLocal is route for a connection the node itself opens.
 func traceLocal(t *testing.T, k *nft.Fake, addr string) string {
 	t.Helper()
-	out, err := nft.Trace(k.Ruleset(nft.FamilyIPv4, TableName),
-		nft.Packet{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr(addr), Proto: nft.ProtoTCP, DPort: 80, Local: true,
-			NodeAddrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parts []string
-	for _, o := range out {
-		parts = append(parts, o.String())
-	}
-	return strings.Join(parts, ", ")
+	node := netip.MustParseAddr("10.0.0.1")
+	return traceText(t, k, nft.Packet{Src: node, Dst: netip.MustParseAddr(addr), Proto: nft.ProtoTCP, DPort: 80, Local: true, NodeAddrs: []netip.Addr{node}})
 }

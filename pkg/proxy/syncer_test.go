@@ -22,8 +22,14 @@ import (
 // kernel holds and returns where it can go.
 func route(t *testing.T, k *nft.Fake, clusterIP string) string {
 	t.Helper()
-	out, err := nft.Trace(k.Ruleset(nft.FamilyIPv4, TableName),
-		nft.Packet{Src: client, Dst: netip.MustParseAddr(clusterIP), Proto: nft.ProtoTCP, DPort: 80}, nil)
+	return traceText(t, k, nft.Packet{Src: client, Dst: netip.MustParseAddr(clusterIP), Proto: nft.ProtoTCP, DPort: 80})
+}
+
+// traceText traces pkt through what the fake kernel's IPv4 table holds and returns
+// where it can go.
+func traceText(t *testing.T, k *nft.Fake, pkt nft.Packet) string {
+	t.Helper()
+	out, err := nft.Trace(k.Ruleset(nft.FamilyIPv4, TableName), pkt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
