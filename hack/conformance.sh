@@ -40,7 +40,7 @@ fi
 # netcat-openbsd, iproute2, bash, socat), Debian's, and nginx's package to
 # unpack (never installed: its service would start on this machine).
 e2enode_packages nc.openbsd:netcat-openbsd dig:bind9-dnsutils socat:socat ping:iputils-ping \
-	wget:wget curl:curl bash:bash
+	wget:wget curl:curl bash:bash conntrack:conntrack
 e2enode_enter_mountns "$0" "$@"
 
 start=$SECONDS
@@ -78,6 +78,11 @@ bin/imagebuild -o "$images/agnhost.tar" -tag registry.k8s.io/e2e-test-images/agn
 	-file "$e2ebins/agnhost:/agnhost" -link /agnhost-2:agnhost -dir /uploads
 bin/imagebuild -o "$images/busybox.tar" -tag registry.k8s.io/e2e-test-images/busybox:1.37.0-2 \
 	-cmd sh -env "$path" "${toolbox[@]}"
+# distroless-iptables (the KubeProxy spec's host exec pod): the toolbox with
+# the conntrack tool and iptables-nft.
+bin/imagebuild -o "$images/distroless-iptables.tar" -tag registry.k8s.io/build-image/distroless-iptables:v0.9.9 \
+	-env "$path" "${toolbox[@]}" -bin /usr/sbin/conntrack -bin "$(readlink -f /usr/sbin/xtables-nft-multi)" \
+	-link /usr/sbin/iptables:xtables-nft-multi -link /usr/sbin/ip6tables:xtables-nft-multi
 bin/imagebuild -o "$images/regression-issue-74839.tar" -tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.5 \
 	-entrypoint /regression-issue-74839 -file "$e2ebins/regression-issue-74839:/regression-issue-74839"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./test/e2enode/pause

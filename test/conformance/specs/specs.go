@@ -30,6 +30,7 @@ var Skips = []Skip{
 	{`\[Feature:IPv6DualStack\]|\[Feature:Networking-IPv6\]`, "needs a dual-stack cluster; the e2e-node cluster is IPv4 only (svcproxy's own dual-stack e2e covers both families)"},
 	{`\[Feature:SCTPConnectivity\]`, "needs SCTP sockets: this machine's kernel has no SCTP (socket() says EPROTONOSUPPORT)"},
 	{`should work after restarting apiserver`, "the API server is a process of the harness, not a pod in kube-system: the spec skips itself"},
+	{`should let a node pull an image from a registry exposed via localhost NodePort`, "agnhost's fake registry serves images upstream's image build pulls from the internet (crane); none can be fetched here, so the image this spec pulls does not exist"},
 	{`should be rejected for evicted pods`, "needs kubelet to evict a pod over its ephemeral-storage limit; the harness's four kubelets share this machine's filesystem and run with localStorageCapacityIsolation off"},
 }
 
