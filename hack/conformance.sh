@@ -9,7 +9,8 @@
 #   CONFORMANCE_FOCUS     --ginkgo.focus, default the specs docs/conformance.md names
 #   CONFORMANCE_SKIP      --ginkgo.skip, default the specs it skips, with why
 #   CONFORMANCE_REPORT    where the report goes, default docs/conformance.md ("" for none)
-#   CONFORMANCE_PROCS     parallel ginkgo processes, default 3
+#   CONFORMANCE_PROCS     parallel ginkgo processes, default 4
+#   CONFORMANCE_REPORTS   where each proxy's JUnit report and log go, default bin/conformance
 #   CONFORMANCE_HOLD=FILE keeps the cluster after the last proxy until FILE exists
 #   CONFORMANCE_IF_CACHED=1  do nothing (and say so) unless e2e.test is cached:
 #                         CI's choice, as a cold build of it alone takes ~50 min here
@@ -106,7 +107,7 @@ rm -rf "$tmp"
 e2enode_prepare_run
 echo "conformance: k8s binaries $k8s, kubelet $nodebins, e2e.test $e2ebins, prefix $prefix, prepared in $((SECONDS - start))s" >&2
 ls -l "$images" >&2
-reports="$root/bin/conformance"
+reports="${CONFORMANCE_REPORTS:-$root/bin/conformance}"
 rm -rf "$reports"
 rc=0
 suite_run e2enode_cleanup env \

@@ -79,7 +79,7 @@ func (c *cluster) removeProxy(ctx context.Context, name string, cleanup ...strin
 // the ginkgo CLI beside it) against this cluster once per proxy in
 // CONFORMANCE_PROXIES (default all of conformanceProxies, in order), with the
 // specs of test/conformance/specs (CONFORMANCE_FOCUS and CONFORMANCE_SKIP
-// override them) in CONFORMANCE_PROCS parallel processes (default 3). Each
+// override them) in CONFORMANCE_PROCS parallel processes (default 4). Each
 // proxy's JUnit report and log go to CONFORMANCE_REPORTS/<proxy>/; the test
 // fails if e2e.test failed for any proxy. CONFORMANCE_HOLD=path keeps the
 // cluster (with the last proxy) up until that file exists.
@@ -167,7 +167,7 @@ func (c *cluster) runE2E(ctx context.Context, e2eTest, dir string) error {
 	if skip == "" {
 		skip = specs.SkipPattern()
 	}
-	procs := 3
+	procs := 4
 	if v := os.Getenv("CONFORMANCE_PROCS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -181,6 +181,9 @@ func (c *cluster) runE2E(ctx context.Context, e2eTest, dir string) error {
 		e2eTest, "--",
 		"--kubeconfig=" + c.adminKC,
 		"--provider=skeleton",
+		// Specs that need several nodes skip themselves unless told how many
+		// schedulable ones there are ("Requires at least 2 nodes (not -1)").
+		"--num-nodes=" + strconv.Itoa(len(c.workers())),
 		"--kubectl-path=" + c.nodeBin("kubectl"),
 		"--report-dir=" + dir,
 		"--ginkgo.focus=" + focus,
