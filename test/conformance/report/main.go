@@ -1,5 +1,6 @@
 // Command report turns the JUnit reports of make conformance (one directory
-// per proxy, each holding e2e.test's junit_*.xml) into docs/conformance.md: a
+// per proxy, each holding e2e.test's junit_*.xml; a later file's result for a
+// spec replaces an earlier one's, for a re-run of some specs) into docs/conformance.md: a
 // row per selected spec, a column per proxy, the skipped specs with why, and
 // the specs that pass on a kube-proxy mode but not on svcproxy.
 //
@@ -22,6 +23,7 @@ import (
 func main() {
 	reports := flag.String("reports", "bin/conformance", "directory with one subdirectory per proxy")
 	out := flag.String("o", "docs/conformance.md", "report to write")
+	note := flag.String("note", "", "a paragraph added under the header (how this run differs)")
 	flag.Parse()
 	runs, err := readRuns(*reports)
 	if err != nil {
@@ -31,7 +33,7 @@ func main() {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	host := fmt.Sprintf("%s %s, %d cores", unix.ByteSliceToString(uts.Sysname[:]), unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU())
-	text := render(runs, time.Now().UTC().Format("2006-01-02"), host)
+	text := render(runs, time.Now().UTC().Format("2006-01-02"), host, *note)
 	if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)

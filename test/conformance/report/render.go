@@ -10,7 +10,7 @@ import (
 )
 
 // render writes docs/conformance.md from the runs of one make conformance.
-func render(runs []run, date, host string) string {
+func render(runs []run, date, host, note string) string {
 	var b strings.Builder
 	w := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
 	w("# Upstream conformance: svcproxy beside kube-proxy\n\n")
@@ -22,6 +22,9 @@ func render(runs []run, date, host string) string {
 	w("The images are upstream's names built offline from the pinned modules (agnhost, regression-issue-74839) and\n")
 	w("Debian's programs (wget, curl, nc, ss, dig, nginx). Which specs run: test/conformance/specs; how to run a subset\n")
 	w("or keep the cluster: hack/conformance.sh. Logs: bin/conformance/<proxy>/e2e.log.\n\n")
+	if note != "" {
+		w("%s\n\n", note)
+	}
 
 	names := map[string]bool{}
 	for _, r := range runs {

@@ -13,9 +13,10 @@ func TestRenderFromJUnit(t *testing.T) {
 	if len(runs) != 2 || runs[0].proxy != "svcproxy" || runs[1].proxy != "kube-proxy-iptables" {
 		t.Fatalf("runs %v, want svcproxy then kube-proxy-iptables", runs)
 	}
-	text := render(runs, "2026-12-02", "Linux, 2 cores")
+	text := render(runs, "2026-12-02", "Linux, 2 cores", "A note.")
 	for _, want := range []string{
 		"| svcproxy | 1 | 1 | 1 |",
+		"\nA note.\n",
 		"| kube-proxy-iptables | 3 | 0 | 0 |",
 		"| Services should serve a basic endpoint from pods [Conformance] | PASS 12s | PASS 10s |",
 		"| Services should implement service.kubernetes.io/headless | FAIL 61s | PASS 30s |",
