@@ -86,8 +86,7 @@ bin/imagebuild -o "$images/distroless-iptables.tar" -tag registry.k8s.io/build-i
 	-link /usr/sbin/iptables:xtables-nft-multi -link /usr/sbin/ip6tables:xtables-nft-multi
 bin/imagebuild -o "$images/regression-issue-74839.tar" -tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.5 \
 	-entrypoint /regression-issue-74839 -file "$e2ebins/regression-issue-74839:/regression-issue-74839"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./test/e2enode/pause
-bin/imagebuild -o "$images/pause-upstream.tar" -tag registry.k8s.io/pause:3.10.2 -entrypoint /pause -file "$tmp/pause:/pause"
+bin/imagebuild -o "$images/pause-upstream.tar" -tag registry.k8s.io/pause:3.10.2 -entrypoint /pause -file bin/pause:/pause
 # nginx: Debian's, unpacked from its package; it serves its default page on 80.
 debs="${XDG_CACHE_HOME:-$HOME/.cache}/svcproxy-conformance/debs"
 mkdir -p "$debs"
@@ -110,18 +109,12 @@ ls -l "$images" >&2
 reports="${CONFORMANCE_REPORTS:-$root/bin/conformance}"
 rm -rf "$reports"
 rc=0
-suite_run e2enode_cleanup env \
-	E2ENODE_K8S_BINS="$k8s" \
-	E2ENODE_NODE_BINS="$nodebins" \
-	E2ENODE_IMAGES="$images" \
-	E2ENODE_SVCPROXY_BIN="$root/bin/svcproxy" \
-	E2ENODE_REPO="$root" \
-	E2ENODE_PREFIX="$prefix" \
+e2enode_run "$k8s" "$nodebins" "$images" \
 	E2ENODE_WORKERS=3 \
 	E2ENODE_CLUSTER_DNS=10.96.0.10 \
 	CONFORMANCE_E2E_TEST="$e2ebins/e2e.test" \
 	CONFORMANCE_REPORTS="$reports" \
-	bin/e2enode.test -test.v -test.count=1 -test.timeout=5h -test.run TestConformance || rc=$?
+	-- -test.v -test.count=1 -test.timeout=5h -test.run TestConformance || rc=$?
 report="${CONFORMANCE_REPORT-docs/conformance.md}"
 if [[ -n $report ]]; then
 	go run ./test/conformance/report -reports "$reports" -o "$report" || rc=1

@@ -31,13 +31,6 @@ args=(-test.v -test.count=1 -test.timeout=40m)
 echo "e2e-node: k8s binaries $k8s, kubelet $nodebins, prefix $prefix, prepared in $((SECONDS - start))s" >&2
 ls -l "$images" >&2
 rc=0
-suite_run e2enode_cleanup env \
-	E2ENODE_K8S_BINS="$k8s" \
-	E2ENODE_NODE_BINS="$nodebins" \
-	E2ENODE_IMAGES="$images" \
-	E2ENODE_SVCPROXY_BIN="$root/bin/svcproxy" \
-	E2ENODE_REPO="$root" \
-	E2ENODE_PREFIX="$prefix" \
-	bin/e2enode.test "${args[@]}" || rc=$?
+e2enode_run "$k8s" "$nodebins" "$images" -- "${args[@]}" || rc=$?
 echo "e2e-node: total $((SECONDS - start))s" >&2
 exit "$rc"

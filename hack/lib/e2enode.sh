@@ -39,17 +39,18 @@ e2enode_enter_mountns() {
 
 # e2enode_images DIR K8S_BINS builds the suite's images as OCI archives
 # (docker-save layout, for `ctr images import`) into DIR: pause, the echo
-# server, svcproxy's (hack/image) and kube-proxy's. Leaves bin/imagebuild and
-# bin/svcproxy (the suite's own cleanup between phases) behind.
+# server, svcproxy's (hack/image) and kube-proxy's. Leaves bin/imagebuild,
+# bin/pause (for more images) and bin/svcproxy (the suite's own cleanup
+# between phases) behind.
 e2enode_images() {
 	local images="$1" k8s="$2" tmp
 	rm -rf "$images"
 	mkdir -p "$images" bin
 	tmp="$(mktemp -d)"
 	CGO_ENABLED=0 go build -o bin/imagebuild ./test/e2enode/imagebuild
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./test/e2enode/pause
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pause ./test/e2enode/pause
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/echoserver" ./hack/echoserver
-	bin/imagebuild -o "$images/pause.tar" -tag svcproxy-e2enode/pause:1 -entrypoint /pause -file "$tmp/pause:/pause"
+	bin/imagebuild -o "$images/pause.tar" -tag svcproxy-e2enode/pause:1 -entrypoint /pause -file bin/pause:/pause
 	bin/imagebuild -o "$images/echoserver.tar" -tag svcproxy-e2enode/echoserver:1 -entrypoint /echoserver \
 		-file "$tmp/echoserver:/echoserver"
 	CGO_ENABLED=0 go run ./hack/image -o "$images/svcproxy.tar" -tag svcproxy:dev
@@ -107,4 +108,25 @@ e2enode_prepare_run() {
 e2enode_cleanup() {
 	e2enode_kill_cgroups "${prefix}*"
 	suite_delete_netns "$prefix"
+}
+
+# e2enode_run K8S_BINS NODE_BINS IMAGES [NAME=VALUE...] -- TEST_ARGS... runs
+# bin/e2enode.test (after e2enode_prepare_run) with the suite's environment
+# and the given variables, through suite_run, and returns its status.
+e2enode_run() {
+	local k8s="$1" nodebins="$2" images="$3" vars=()
+	shift 3
+	while [[ $# -gt 0 && $1 != -- ]]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	suite_run e2enode_cleanup env \
+		E2ENODE_K8S_BINS="$k8s" \
+		E2ENODE_NODE_BINS="$nodebins" \
+		E2ENODE_IMAGES="$images" \
+		E2ENODE_SVCPROXY_BIN="$root/bin/svcproxy" \
+		E2ENODE_REPO="$root" \
+		E2ENODE_PREFIX="$prefix" \
+		"${vars[@]}" bin/e2enode.test "$@"
 }

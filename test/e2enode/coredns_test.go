@@ -4,13 +4,14 @@ package e2enode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
 // coreDNSManifest is kubeadm's CoreDNS (ServiceAccount, RBAC, Corefile,
-// Deployment, Service kube-dns at 10.96.0.10, the kubelets' clusterDNS),
+// Deployment, Service kube-dns at E2ENODE_CLUSTER_DNS, the kubelets' clusterDNS),
 // with the image built here (hack/conformance.sh) and no forward plugin:
 // nothing outside the cluster is reachable.
 const coreDNSManifest = `apiVersion: v1
@@ -120,7 +121,7 @@ metadata:
   labels:
     k8s-app: kube-dns
 spec:
-  clusterIP: 10.96.0.10
+  clusterIP: %s
   selector:
     k8s-app: kube-dns
   ports:
@@ -130,7 +131,10 @@ spec:
 
 func (c *cluster) applyCoreDNS(ctx context.Context) error {
 	path := filepath.Join(c.dir, "coredns.yaml")
-	if err := os.WriteFile(path, []byte(coreDNSManifest), 0o644); err != nil {
+	if c.cfg.clusterDNS == "" {
+		return fmt.Errorf("CoreDNS needs E2ENODE_CLUSTER_DNS, the kubelets' clusterDNS, for its Service's address")
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(coreDNSManifest, c.cfg.clusterDNS)), 0o644); err != nil {
 		return err
 	}
 	out, err := c.kubectl(ctx, "apply", "-f", path)
