@@ -25,7 +25,7 @@ kind: Kustomization
 resources:
 - ` + rel + `
 configMapGenerator:
-- name: svcproxy-apiserver
+- name: svcproxy-cluster
   namespace: kube-system
   behavior: merge
   literals:

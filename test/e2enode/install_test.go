@@ -42,7 +42,7 @@ images:
 - name: svcproxy
   newTag: dev
 configMapGenerator:
-- name: svcproxy-apiserver
+- name: svcproxy-cluster
   namespace: kube-system
   behavior: merge
   literals:
