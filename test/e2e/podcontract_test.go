@@ -108,7 +108,11 @@ func TestPodContract(t *testing.T) {
 		t.Fatalf("the DaemonSet's image: %v", err)
 	}
 	t.Logf("pod contract: uid %d gid %d caps %v no_new_privs %v\n  argv %q\n  env %q", ctr.uid, ctr.gid, ctr.caps, ctr.nnp, ctr.argv, ctr.env)
-	argv := contractCommand(t, ctr, binary, filepath.Join(work, "serviceaccount"))
+	root := filepath.Join(work, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argv := contractCommand(t, ctr, binary, filepath.Join(work, "serviceaccount"), root)
 	start := time.Now()
 	p, err := c.start("proxy-"+contractShort, n.netns, argv...)
 	if err != nil {
@@ -122,6 +126,12 @@ func TestPodContract(t *testing.T) {
 		t.Fatalf("svcproxy as its pod never became healthy: %v\n%s", err, tail(logPath, 30))
 	}
 	checkContractProcess(t, p.pid(), ctr)
+	// The sysctls it writes reach the node through the DaemonSet's hostPath
+	// mount (--sysctl-dir): the established timeout is kube-proxy's default
+	// (24h) rather than a new network namespace's 5 days.
+	if got, err := netns.Exec(n.netns, "sysctl", "-n", "net.netfilter.nf_conntrack_tcp_timeout_established"); err != nil || strings.TrimSpace(got) != "86400" {
+		t.Errorf("nf_conntrack_tcp_timeout_established on %s = %q (%v), want svcproxy's 86400", contractNode, got, err)
+	}
 	res.metric(t, "healthy_after_ms", "%s", ms(time.Since(start)))
 
 	// It serves a Service whose pod runs on another node, and the kubernetes
@@ -166,9 +176,10 @@ func TestPodContract(t *testing.T) {
 	}
 }
 
-// renderForTestCluster renders deploy/kind/ with the API server address
+// renderForTestCluster renders deploy/kind/ with the per-cluster values
 // replaced the way that overlay replaces deploy/'s: a configMapGenerator merge
-// of the ConfigMap's literals, here the test cluster's control plane.
+// of the ConfigMap's literals, here the test cluster's control plane and pod
+// CIDRs.
 func renderForTestCluster(t *testing.T, work string) *install.Install {
 	t.Helper()
 	root, err := repoRoot()
@@ -189,13 +200,14 @@ kind: Kustomization
 resources:
 - %s
 configMapGenerator:
-- name: svcproxy-apiserver
+- name: svcproxy-cluster
   namespace: kube-system
   behavior: merge
   literals:
   - host=%s
   - port=%d
-`, base, theCluster.cp().ip, apiPort)
+  - cluster-cidr=%s
+`, base, theCluster.cp().ip, apiPort, theCluster.family.clusterCIDRs())
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -330,35 +342,61 @@ func addContractNode(t *testing.T, ctx context.Context) *node {
 
 // contractCommand is the command line that runs the container's process in
 // the node's namespace as a container runtime would, as far as svcproxy can
-// tell: a private mount namespace (never the host's mounts) where the
-// ServiceAccount directory is mounted read-only at its in-pod path, the
-// working directory /, exactly the pod's environment (env -i), then setpriv:
-// the pod's user and group, no supplementary groups, bounding set = the pod's
-// capabilities, no inheritable or ambient ones, and no_new_privs when the pod
-// disallows escalation.
-func contractCommand(t *testing.T, ctr *podContainer, binary, saDir string) []string {
+// tell: a private mount namespace (never the host's mounts) with a root of its
+// own (a tmpfs at root, read-only as readOnlyRootFilesystem makes it) that holds
+// the binary at its path in the image, the pod's hostPath volumes and the
+// ServiceAccount directory (read-only) at their in-pod paths, and the host's
+// /usr, /proc, /sys, /dev... for the wrapper's own tools; then, chrooted there
+// with the working directory /, exactly the pod's environment (env -i) and
+// setpriv: the pod's user and group, no supplementary groups, bounding set =
+// the pod's capabilities, no inheritable or ambient ones, and no_new_privs when
+// the pod disallows escalation.
+func contractCommand(t *testing.T, ctr *podContainer, binary, saDir, root string) []string {
 	t.Helper()
 	abs := func(cmd string) string {
 		p, err := exec.LookPath(cmd)
 		if err != nil {
-			t.Fatalf("%s: %v (util-linux)", cmd, err)
+			t.Fatalf("%s: %v (coreutils, util-linux)", cmd, err)
 		}
 		return p
 	}
-	for _, s := range append([]string{binary, saDir}, ctr.env...) {
+	quoted := []string{binary, saDir, root, ctr.argv[0]}
+	for _, m := range ctr.mounts {
+		quoted = append(quoted, m.hostPath, m.mountPath)
+	}
+	for _, s := range append(quoted, ctr.env...) {
 		if strings.ContainsAny(s, "'\n") {
 			t.Fatalf("%q cannot be quoted for sh", s)
 		}
 	}
-	// /run/secrets does not exist on the host: a tmpfs over /run, private to
-	// this mount namespace, gives the path without touching the host's tree.
-	script := fmt.Sprintf(`set -e
-%[1]s -t tmpfs -o mode=0755 tmpfs /run
-%[2]s -p %[3]s
-%[1]s --bind '%[4]s' %[3]s
-%[1]s -o remount,bind,ro %[3]s
-cd /
-exec "$@"`, abs("mount"), abs("mkdir"), saMountPath, saDir)
+	mount, mkdir := abs("mount"), abs("mkdir")
+	var b strings.Builder
+	fmt.Fprintf(&b, "set -e\nr='%s'\n%s -t tmpfs -o mode=0755 tmpfs \"$r\"\n", root, mount)
+	// The host's top level: symlinks as they are (merged /usr), the system
+	// directories bound, nothing else (no /var, /home, /run, /tmp).
+	fmt.Fprintf(&b, `for e in /*; do
+	n=${e#/}
+	if [ -L "$e" ]; then %s -s "$(%s "$e")" "$r/$n"
+	else case $n in usr|bin|sbin|lib|lib32|lib64|libx32|etc|proc|sys|dev) %s "$r/$n"; %s --rbind "$e" "$r/$n";; esac
+	fi
+done
+`, abs("ln"), abs("readlink"), mkdir, mount)
+	bind := func(from, to string, ro bool) {
+		fmt.Fprintf(&b, "%s --bind '%s' \"$r\"'%s'\n", mount, from, to)
+		if ro {
+			fmt.Fprintf(&b, "%s -o remount,bind,ro \"$r\"'%s'\n", mount, to)
+		}
+	}
+	fmt.Fprintf(&b, "%s -p \"$r\"'%s'\n%s \"$r\"'%s'\n", mkdir, filepath.Dir(ctr.argv[0]), abs("touch"), ctr.argv[0])
+	bind(binary, ctr.argv[0], true)
+	for _, m := range ctr.mounts {
+		fmt.Fprintf(&b, "%s -p \"$r\"'%s'\n", mkdir, m.mountPath)
+		bind(m.hostPath, m.mountPath, m.readOnly)
+	}
+	fmt.Fprintf(&b, "%s -p \"$r\"'%s'\n", mkdir, saMountPath)
+	bind(saDir, saMountPath, true)
+	fmt.Fprintf(&b, "%s -o remount,ro \"$r\"\nexec %s \"$r\" \"$@\"", mount, abs("chroot"))
+
 	caps := "-all"
 	for _, c := range ctr.caps {
 		caps += ",+" + c
@@ -370,13 +408,13 @@ exec "$@"`, abs("mount"), abs("mkdir"), saMountPath, saDir)
 	if ctr.nnp {
 		priv = append(priv, "--no-new-privs")
 	}
-	priv = append(priv, "--", binary)
 	// env -i last, so that the shell adds nothing (dash exports PWD) and
 	// keeps kubelet's order.
-	argv := []string{abs("unshare"), "--mount", "--propagation=private", "--", abs("sh"), "-c", script, "sh", abs("env"), "-i"}
+	argv := []string{abs("unshare"), "--mount", "--propagation=private", "--", abs("sh"), "-c", b.String(), "sh", abs("env"), "-i"}
 	argv = append(argv, ctr.env...)
 	argv = append(argv, priv...)
-	return append(argv, ctr.argv[1:]...)
+	argv = append(argv, "--")
+	return append(argv, ctr.argv...)
 }
 
 // checkContractProcess reads back from /proc what the running svcproxy got:
@@ -434,18 +472,22 @@ func checkContractProcess(t *testing.T, pid int, ctr *podContainer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	// Mount points as the process sees them, relative to its root.
+	options := map[string][]string{}
 	for _, line := range strings.Split(string(mounts), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 5 && f[4] == "/run/secrets/kubernetes.io/serviceaccount" {
-			found = true
-			if !slices.Contains(strings.Split(f[5], ","), "ro") {
-				t.Errorf("ServiceAccount mount is not read-only: %s", line)
-			}
+		if f := strings.Fields(line); len(f) > 5 {
+			options[f[4]] = strings.Split(f[5], ",")
 		}
 	}
-	if !found {
-		t.Errorf("no mount at %s in svcproxy's mount namespace", saMountPath)
+	wantMounts := []hostMount{{mountPath: "/", readOnly: true}, {mountPath: ctr.argv[0], readOnly: true}, {mountPath: saMountPath, readOnly: true}}
+	for _, m := range append(wantMounts, ctr.mounts...) {
+		opts, ok := options[m.mountPath]
+		switch {
+		case !ok:
+			t.Errorf("no mount at %s in svcproxy's mount namespace", m.mountPath)
+		case slices.Contains(opts, "ro") != m.readOnly:
+			t.Errorf("mount at %s: options %v, want read-only %v", m.mountPath, opts, m.readOnly)
+		}
 	}
 }
 

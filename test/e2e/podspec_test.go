@@ -28,6 +28,14 @@ type podContainer struct {
 	gid  int64
 	caps []string // capability names without CAP_, lower case, for setpriv
 	nnp  bool     // no_new_privs (allowPrivilegeEscalation: false)
+	// mounts are the container's hostPath volume mounts, in the spec's order.
+	mounts []hostMount
+}
+
+// hostMount is a hostPath volume mounted into the container.
+type hostMount struct {
+	hostPath, mountPath string
+	readOnly            bool
 }
 
 // imageDefaults is what the image's config contributes.
@@ -96,6 +104,17 @@ func resolveContainer(ctx context.Context, client kubernetes.Interface, pod *cor
 	}
 
 	out := &podContainer{argv: argv, env: env.list()}
+	for _, m := range ctr.VolumeMounts {
+		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("volume mount %s: no such volume", m.Name)
+		}
+		hp := pod.Spec.Volumes[i].HostPath
+		if hp == nil || m.SubPath != "" || m.SubPathExpr != "" || !strings.HasPrefix(m.MountPath, "/") {
+			return nil, fmt.Errorf("volume mount %s: only hostPath volumes at an absolute path are supported by the pod contract test", m.Name)
+		}
+		out.mounts = append(out.mounts, hostMount{hostPath: hp.Path, mountPath: m.MountPath, readOnly: m.ReadOnly})
+	}
 	if err := securityContext(out, pod.Spec.SecurityContext, ctr.SecurityContext, img.user); err != nil {
 		return nil, err
 	}
