@@ -12,6 +12,8 @@
 #   CONFORMANCE_PROCS     parallel ginkgo processes, default 4
 #   CONFORMANCE_REPORTS   where each proxy's JUnit report and log go, default bin/conformance
 #   CONFORMANCE_HOLD=FILE keeps the cluster after the last proxy until FILE exists
+#   CONFORMANCE_DUALSTACK 1: a second run of the [Feature:IPv6DualStack] specs on the
+#                         cluster built dual-stack; default 1 unless CONFORMANCE_FOCUS is set
 #   CONFORMANCE_IF_CACHED=1  do nothing (and say so) unless e2e.test is cached:
 #                         CI's choice, as a cold build of it alone takes ~50 min here
 #
@@ -115,6 +117,22 @@ e2enode_run "$k8s" "$nodebins" "$images" \
 	CONFORMANCE_E2E_TEST="$e2ebins/e2e.test" \
 	CONFORMANCE_REPORTS="$reports" \
 	-- -test.v -test.count=1 -test.timeout=5h -test.run TestConformance || rc=$?
+# The [Feature:IPv6DualStack] specs, on the same cluster built dual-stack: when
+# the whole selection runs (no CONFORMANCE_FOCUS), or CONFORMANCE_DUALSTACK=1.
+dual="${CONFORMANCE_DUALSTACK:-}"
+if [[ -z $dual ]]; then
+	dual=1
+	[[ -z ${CONFORMANCE_FOCUS:-} ]] || dual=0
+fi
+if [[ $dual == 1 ]]; then
+	e2enode_run "$k8s" "$nodebins" "$images" \
+		E2ENODE_FAMILY=dual \
+		E2ENODE_WORKERS=3 \
+		E2ENODE_CLUSTER_DNS=10.96.0.10 \
+		CONFORMANCE_E2E_TEST="$e2ebins/e2e.test" \
+		CONFORMANCE_REPORTS="$reports" \
+		-- -test.v -test.count=1 -test.timeout=5h -test.run TestConformance || rc=$?
+fi
 report="${CONFORMANCE_REPORT-docs/conformance.md}"
 if [[ -n $report ]]; then
 	go run ./test/conformance/report -reports "$reports" -o "$report" || rc=1

@@ -27,8 +27,11 @@ const (
 	serviceCIDR = "10.96.0.0/16"
 	clusterCIDR = "10.244.0.0/16"
 	kubeIP      = "10.96.0.1"
-	apiPort     = 6443
-	k8sVersion  = "v1.37.2"
+	// The IPv6 side of a dual-stack cluster (E2ENODE_FAMILY=dual), as test/e2e's.
+	serviceCIDR6 = "fd00:10:96::/112"
+	clusterCIDR6 = "fd00:10:244::/56"
+	apiPort      = 6443
+	k8sVersion   = "v1.37.2"
 	// The controllers a user relies on for Deployments, DaemonSets and
 	// ServiceAccount tokens; the node lifecycle controller lifts the
 	// not-ready taint new Nodes get once kubelet reports Ready.
@@ -54,18 +57,23 @@ type config struct {
 	nodeReadyT time.Duration
 	workers    int    // E2ENODE_WORKERS, default 2; upstream's suite needs 3
 	clusterDNS string // E2ENODE_CLUSTER_DNS: kubelets' clusterDNS, where CoreDNS will be
+	// dual is E2ENODE_FAMILY=dual: IPv4 first, IPv6 second, for nodes, pods
+	// and Services (upstream's [Feature:IPv6DualStack] specs).
+	dual bool
 }
 
 type node struct {
-	name    string // Node object
-	short   string // cp, w1, w2
-	netns   string
-	ip      string
-	podCIDR string
-	worker  bool
-	dir     string // containerd and kubelet state
-	cgroup  string // kubelet's cgroupRoot, "/<prefix><short>"
-	runtime string // pids cgroup of containerd and its shims
+	name     string // Node object
+	short    string // cp, w1, w2
+	netns    string
+	ip       string
+	podCIDR  string
+	ips      []string // ip first, then the IPv6 address in a dual-stack cluster
+	podCIDR6 string   // a dual-stack cluster's IPv6 pod range, else ""
+	worker   bool
+	dir      string // containerd and kubelet state
+	cgroup   string // kubelet's cgroupRoot, "/<prefix><short>"
+	runtime  string // pids cgroup of containerd and its shims
 
 	containerd *proc
 	kubelet    *proc
@@ -86,6 +94,26 @@ type cluster struct {
 }
 
 func (c *cluster) cp() *node { return c.nodes[0] }
+
+// podCIDRs are node n's pod ranges, one per family of the cluster.
+func (n *node) podCIDRs() []string {
+	if n.podCIDR6 == "" {
+		return []string{n.podCIDR}
+	}
+	return []string{n.podCIDR, n.podCIDR6}
+}
+
+// serviceCIDRs and clusterCIDRs are the cluster's ranges, comma separated as
+// the flags and kube-proxy's configuration take them.
+func (c *cluster) serviceCIDRs() string { return c.perFamily(serviceCIDR, serviceCIDR6) }
+func (c *cluster) clusterCIDRs() string { return c.perFamily(clusterCIDR, clusterCIDR6) }
+
+func (c *cluster) perFamily(v4, v6 string) string {
+	if c.cfg.dual {
+		return v4 + "," + v6
+	}
+	return v4
+}
 func (c *cluster) workers() []*node {
 	var w []*node
 	for _, n := range c.nodes {
@@ -109,18 +137,25 @@ func newCluster(cfg config) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{cfg: cfg, dir: dir, logDir: logDir, bridgeNetns: cfg.prefix + "net"}
-	for _, k := range controlplane.KindNodesWith(cfg.prefix, cfg.workers) {
-		c.nodes = append(c.nodes, &node{
+	for i, k := range controlplane.KindNodesWith(cfg.prefix, cfg.workers) {
+		n := &node{
 			name:    k.Name,
 			short:   k.Short,
 			netns:   k.Netns,
 			ip:      k.IP,
 			podCIDR: k.PodCIDR,
+			ips:     []string{k.IP},
 			worker:  k.Worker,
 			dir:     filepath.Join(dir, k.Short),
 			cgroup:  "/" + cfg.prefix + k.Short,
 			runtime: "/" + cfg.prefix + k.Short + "-runtime",
-		})
+		}
+		if cfg.dual {
+			// The IPv4 address's last byte, on the bridge's IPv6 /64.
+			n.ips = append(n.ips, fmt.Sprintf("fd00:172:18::%d", i+2))
+			n.podCIDR6 = fmt.Sprintf("fd00:10:244:%d::/64", i)
+		}
+		c.nodes = append(c.nodes, n)
 	}
 	return c, nil
 }
@@ -142,7 +177,7 @@ func (c *cluster) up(ctx context.Context) error {
 func (c *cluster) setupNetwork(context.Context) error {
 	var nodes []controlplane.Node
 	for _, n := range c.nodes {
-		nodes = append(nodes, controlplane.Node{Netns: n.netns, IPs: []string{n.ip}, PodCIDRs: []string{n.podCIDR}})
+		nodes = append(nodes, controlplane.Node{Netns: n.netns, IPs: n.ips, PodCIDRs: n.podCIDRs()})
 	}
 	return controlplane.SetupNetwork(c.bridgeNetns, nodes)
 }
@@ -203,7 +238,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		EtcdName:          "e2enode",
 		AdvertiseAddress:  c.cp().ip,
 		APIPort:           apiPort,
-		ServiceCIDR:       serviceCIDR,
+		ServiceCIDR:       c.serviceCIDRs(),
 		AuthorizationMode: "Node,RBAC",
 		APIServerArgs: []string{
 			"--allow-privileged=true",

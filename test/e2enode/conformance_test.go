@@ -31,7 +31,7 @@ var conformanceProxies = []proxyUnderTest{
 		name:    "svcproxy",
 		install: (*cluster).ensureSvcproxy,
 		uninstall: func(c *cluster, ctx context.Context) error {
-			return c.removeProxy(ctx, "svcproxy", c.cfg.svcproxy, "--cleanup", "--takeover=false")
+			return c.removeProxy(ctx, "svcproxy", svcproxyPods, c.cfg.svcproxy, "--cleanup", "--takeover=false")
 		},
 	},
 	kubeProxyUnderTest("iptables"),
@@ -45,24 +45,23 @@ func kubeProxyUnderTest(mode string) proxyUnderTest {
 			if err := c.applyKubeProxy(ctx, mode); err != nil {
 				return err
 			}
-			_, err := c.waitDaemonSetReady(ctx, "kube-proxy", "k8s-app=kube-proxy", 3*time.Minute)
+			_, err := c.waitDaemonSetReady(ctx, "kube-proxy", kubeProxyPods, 3*time.Minute)
 			return err
 		},
 		uninstall: func(c *cluster, ctx context.Context) error {
 			// kube-proxy --cleanup removes what any of its modes left.
-			return c.removeProxy(ctx, "kube-proxy", c.k8sBin("kube-proxy"), "--cleanup")
+			return c.removeProxy(ctx, "kube-proxy", kubeProxyPods, c.k8sBin("kube-proxy"), "--cleanup")
 		},
 	}
 }
 
-// removeProxy deletes the DaemonSet name (its pods labelled k8s-app=name),
-// waits for its pods to go, then runs cleanup... in every node's namespace:
+// removeProxy deletes the DaemonSet name, waits for its pods (selector) to go, then runs cleanup... in every node's namespace:
 // the rules a proxy leaves behind must not serve the next one's run.
-func (c *cluster) removeProxy(ctx context.Context, name string, cleanup ...string) error {
+func (c *cluster) removeProxy(ctx context.Context, name, selector string, cleanup ...string) error {
 	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", name); err != nil {
 		return err
 	}
-	if err := c.waitGone(ctx, "kube-system", "k8s-app="+name, 2*time.Minute); err != nil {
+	if err := c.waitGone(ctx, "kube-system", selector, 2*time.Minute); err != nil {
 		return err
 	}
 	for _, n := range c.nodes {
@@ -159,13 +158,18 @@ func (c *cluster) runE2E(ctx context.Context, e2eTest, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	focus := os.Getenv("CONFORMANCE_FOCUS")
-	if focus == "" {
-		focus = specs.Focus
+	// The first run (an IPv4 cluster) runs the selection but the dual-stack
+	// specs; the second (E2ENODE_FAMILY=dual) runs those only, its JUnit
+	// file and log named apart so that the report reads both.
+	focus, skip, prefix := specs.Focus, specs.SingleStackSkipPattern(), ""
+	if c.cfg.dual {
+		focus, skip, prefix = specs.DualStackFocus, specs.SkipPattern(), "dualstack"
 	}
-	skip := os.Getenv("CONFORMANCE_SKIP")
-	if skip == "" {
-		skip = specs.SkipPattern()
+	if v := os.Getenv("CONFORMANCE_FOCUS"); v != "" {
+		focus = v
+	}
+	if v := os.Getenv("CONFORMANCE_SKIP"); v != "" {
+		skip = v
 	}
 	procs := 4
 	if v := os.Getenv("CONFORMANCE_PROCS"); v != "" {
@@ -186,6 +190,7 @@ func (c *cluster) runE2E(ctx context.Context, e2eTest, dir string) error {
 		"--num-nodes=" + strconv.Itoa(len(c.workers())),
 		"--kubectl-path=" + c.nodeBin("kubectl"),
 		"--report-dir=" + dir,
+		"--report-prefix=" + prefix,
 		"--ginkgo.focus=" + focus,
 		"--ginkgo.skip=" + skip,
 		"--ginkgo.v",
@@ -193,7 +198,7 @@ func (c *cluster) runE2E(ctx context.Context, e2eTest, dir string) error {
 	if extra := os.Getenv("CONFORMANCE_ARGS"); extra != "" {
 		argv = append(argv, strings.Fields(extra)...)
 	}
-	logPath := filepath.Join(dir, "e2e.log")
+	logPath := filepath.Join(dir, "e2e"+prefix+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return err

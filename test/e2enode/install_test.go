@@ -19,10 +19,10 @@ import (
 )
 
 // overlay writes the kustomization the suite applies: deploy/ as users get
-// it, with the two values deploy/kind/ sets, done the way deploy/kind/ does
-// (the image tag, and a configMapGenerator merge of the API server's host,
-// here its address on the node network, which the serving certificate
-// names). It returns the overlay's directory.
+// it, with the values deploy/kind/ sets, done the way deploy/kind/ does
+// (the image tag, and a configMapGenerator merge of the per-cluster values:
+// the API server's host, here its address on the node network, which the
+// serving certificate names, and the pod CIDRs). It returns the overlay's directory.
 func (c *cluster) overlay() (string, error) {
 	dir := filepath.Join(c.dir, "overlay")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -47,9 +47,18 @@ configMapGenerator:
   behavior: merge
   literals:
   - host=%s
-`, base, c.cp().ip)
+  - cluster-cidr=%s
+`, base, c.cp().ip, c.clusterCIDRs())
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
+
+// The proxies' pods: both carry k8s-app=kube-proxy (svcproxy's as a drop-in
+// for kube-prometheus-stack and upstream's e2e), so each is told apart by what
+// only its pods have or lack.
+const (
+	svcproxyPods  = "app.kubernetes.io/name=svcproxy"
+	kubeProxyPods = "k8s-app=kube-proxy,!app.kubernetes.io/name"
+)
 
 // applySvcproxy is `kubectl apply -k` of the overlay.
 func (c *cluster) applySvcproxy(ctx context.Context) error {

@@ -142,7 +142,7 @@ spec:
       - name: lib-modules
         hostPath:
           path: /lib/modules
-`, clusterCIDR, c.cp().ip, apiPort, k8sVersion, mode)
+`, c.clusterCIDRs(), c.cp().ip, apiPort, k8sVersion, mode)
 }
 
 func (c *cluster) applyKubeProxy(ctx context.Context, mode string) error {

@@ -46,6 +46,14 @@ func TestMain(m *testing.M) {
 		workers:    2,
 		clusterDNS: os.Getenv("E2ENODE_CLUSTER_DNS"),
 	}
+	switch f := os.Getenv("E2ENODE_FAMILY"); f {
+	case "", "ipv4":
+	case "dual":
+		cfg.dual = true
+	default:
+		fmt.Fprintf(os.Stderr, "e2enode: E2ENODE_FAMILY=%q: want ipv4 or dual\n", f)
+		os.Exit(2)
+	}
 	if w := os.Getenv("E2ENODE_WORKERS"); w != "" {
 		n, err := strconv.Atoi(w)
 		if err != nil || n < 2 {

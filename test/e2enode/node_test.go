@@ -68,9 +68,15 @@ state = %[2]q
 }
 
 // cniConfig: Debian's bridge, host-local and portmap plugins, the node's pod
-// CIDR, hairpin on (a pod reaching itself through its Service), no masquerade
+// CIDRs (one range set per family: a pod of a dual-stack cluster gets an
+// address of each), hairpin on (a pod reaching itself through its Service), no masquerade
 // (pods reach other nodes' pods by routes, as in test/e2e).
 func (n *node) cniConfig() string {
+	ranges, routes := fmt.Sprintf(`[[{"subnet": %q}]]`, n.podCIDR), `[{"dst": "0.0.0.0/0"}]`
+	if n.podCIDR6 != "" {
+		ranges = fmt.Sprintf(`[[{"subnet": %q}], [{"subnet": %q}]]`, n.podCIDR, n.podCIDR6)
+		routes = `[{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]`
+	}
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "e2enode",
@@ -83,15 +89,15 @@ func (n *node) cniConfig() string {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
+        "ranges": %s,
+        "routes": %s,
         "dataDir": %q
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.podCIDR, filepath.Join(n.dir, "cni", "ipam"))
+`, ranges, routes, filepath.Join(n.dir, "cni", "ipam"))
 }
 
 func (c *cluster) startRuntimes(ctx context.Context) error {
@@ -236,7 +242,7 @@ func (c *cluster) startKubelets(ctx context.Context) error {
 			"--root-dir=" + filepath.Join(n.dir, "kubelet"),
 			"--cert-dir=" + filepath.Join(n.dir, "kubelet-pki"),
 			"--hostname-override=" + n.name,
-			"--node-ip=" + n.ip,
+			"--node-ip=" + strings.Join(n.ips, ","),
 			"-v=2",
 		}
 		if !n.worker {

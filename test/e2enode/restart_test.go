@@ -5,18 +5,18 @@ package e2enode
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
-// TestProxyPodsRestart is upstream's "Services should work after restarting
-// kube-proxy" for svcproxy's DaemonSet: that spec restarts the pods labelled
-// k8s-app=kube-proxy, so with svcproxy (k8s-app=svcproxy) it skips itself
-// (docs/conformance.md). Every svcproxy pod deleted at once, the DaemonSet
-// brings them back, and the Service is served from every worker again, by
-// the same set of pods.
+// TestProxyPodsRestart restarts the node proxy the way upstream's "Services
+// should work after restarting kube-proxy" and operators do, by deleting the
+// pods labelled k8s-app=kube-proxy: those must be svcproxy's, every one; the
+// DaemonSet brings them back, and the Service is served from every worker
+// again, by the same set of pods.
 func TestProxyPodsRestart(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
@@ -32,14 +32,20 @@ func TestProxyPodsRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", time.Minute)
+	before, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", "k8s-app=svcproxy", "--wait=true"); err != nil {
+	out, err := c.kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", "k8s-app=kube-proxy", "--wait=true")
+	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", 2*time.Minute)
+	for _, p := range before {
+		if !strings.Contains(out, "pod \""+p.Name+"\" deleted") {
+			t.Errorf("svcproxy's pod %s is not among the pods labelled k8s-app=kube-proxy:\n%s", p.Name, out)
+		}
+	}
+	after, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

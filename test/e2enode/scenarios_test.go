@@ -82,7 +82,7 @@ func TestDaemonSetApply(t *testing.T) {
 		}
 		close(firstAnswer)
 	}()
-	pods, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", 3*time.Minute)
+	pods, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +260,6 @@ func (c *cluster) ensureSvcproxy(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", 3*time.Minute)
+	_, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, 3*time.Minute)
 	return err
 }

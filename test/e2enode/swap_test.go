@@ -97,13 +97,13 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "svcproxy"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.waitGone(ctx, "kube-system", "k8s-app=svcproxy", 2*time.Minute); err != nil {
+	if err := c.waitGone(ctx, "kube-system", svcproxyPods, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.applyKubeProxy(ctx, "iptables"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.waitDaemonSetReady(ctx, "kube-proxy", "k8s-app=kube-proxy", 3*time.Minute); err != nil {
+	if _, err := c.waitDaemonSetReady(ctx, "kube-proxy", kubeProxyPods, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.nodes {
@@ -144,14 +144,14 @@ func TestSwapFromKubeProxy(t *testing.T) {
 	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "daemonset", "kube-proxy"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.waitGone(ctx, "kube-system", "k8s-app=kube-proxy", 2*time.Minute); err != nil {
+	if err := c.waitGone(ctx, "kube-system", kubeProxyPods, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	gone := time.Since(start)
 	if err := c.applySvcproxy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", 3*time.Minute); err != nil {
+	if _, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ready := time.Since(start)

@@ -43,10 +43,10 @@ func TestNodeSysctls(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", n.name, err, out)
 		}
 	}
-	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", "k8s-app=svcproxy"); err != nil {
+	if _, err := c.kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", svcproxyPods); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", 2*time.Minute); err != nil {
+	if _, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.nodes {
@@ -92,7 +92,7 @@ func TestNodeSysctls(t *testing.T) {
 			return err == nil && resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %q %v", resp.StatusCode, b, err)
 		})
 	}
-	pods, err := c.waitDaemonSetReady(ctx, "svcproxy", "k8s-app=svcproxy", time.Minute)
+	pods, err := c.waitDaemonSetReady(ctx, "svcproxy", svcproxyPods, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
