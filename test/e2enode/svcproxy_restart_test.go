@@ -16,7 +16,9 @@ import (
 // should work after restarting kube-proxy" and operators do, by deleting the
 // pods labelled k8s-app=kube-proxy: those must be svcproxy's, every one; the
 // DaemonSet brings them back, and the Service is served from every worker
-// again, by the same set of pods.
+// again, by the same set of pods. (The file's name puts it after
+// scenarios_test.go: scenarios run in file order, and TestDaemonSetApply must
+// find no proxy installed.)
 func TestProxyPodsRestart(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
