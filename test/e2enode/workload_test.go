@@ -50,7 +50,8 @@ func (c *cluster) seedService() (*corev1.Service, error) {
 	return nil, fmt.Errorf("no Service in deploy/examples/my-nginx.yaml")
 }
 
-// ensureSeed creates Deployment and Service my-nginx unless they exist.
+// ensureSeed creates Deployment and Service my-nginx unless they exist, and
+// scales the Deployment to replicas.
 func (c *cluster) ensureSeed(ctx context.Context, replicas int32) error {
 	svc, err := c.seedService()
 	if err != nil {
@@ -79,10 +80,18 @@ func (c *cluster) ensureSeed(ctx context.Context, replicas int32) error {
 			},
 		},
 	}
-	if _, err := c.client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = c.client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return nil
+	// An earlier scenario may have scaled it.
+	scale, err := c.client.AppsV1().Deployments("default").GetScale(ctx, dep.Name, metav1.GetOptions{})
+	if err != nil || scale.Spec.Replicas == replicas {
+		return err
+	}
+	scale.Spec.Replicas = replicas
+	_, err = c.client.AppsV1().Deployments("default").UpdateScale(ctx, dep.Name, scale, metav1.UpdateOptions{})
+	return err
 }
 
 // nginxPods waits until my-nginx has n Ready pods and returns their names.
