@@ -5,7 +5,9 @@
 // standard CNI plugins, so that svcproxy runs as what users run: its
 // DaemonSet's pod from its image, applied with `kubectl apply -k`.
 // hack/e2e-node.sh builds what it needs and runs it inside a private mount
-// namespace. Scenarios run in file order on one cluster.
+// namespace. Scenarios run in file order on one cluster: TestDaemonSetApply
+// (scenarios_test.go) needs a cluster with no proxy, so the files of scenarios
+// that install svcproxy sort after it (svcproxy_*_test.go).
 package e2enode
 
 import (

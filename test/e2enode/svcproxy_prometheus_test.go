@@ -1,0 +1,235 @@
+//go:build e2enode
+
+package e2enode
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/internal/promtest"
+)
+
+// TestKubePrometheusStack: operators who scrape kube-proxy change nothing after
+// the swap. A real Prometheus (Debian's) discovers the node proxy through the API
+// server, once as kube-prometheus-stack sets it up (the chart's kube-proxy Service,
+// its ServiceMonitor as the operator turns it into a scrape job) and once with
+// deploy/prometheus/scrape-config.yaml; each time every query of the
+// kubernetes-mixin's Proxy dashboard returns data, with a series per node where
+// the panel has one, and the KubeProxyDown alert's expression is empty.
+func TestKubePrometheusStack(t *testing.T) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("needs Debian's prometheus (hack/deps.sh installs it)")
+	}
+	c := theCluster
+	ctx := context.Background()
+	c.saveProxyLogsOnFailure(t)
+	if err := c.ensureSvcproxy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ensureSeed(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	svc := filepath.Join(c.cfg.repo, "test", "e2enode", "testdata", "kube-prometheus-stack-kube-proxy.yaml")
+	if out, err := c.kubectl(ctx, "apply", "-f", svc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = c.kubectl(context.Background(), "delete", "-f", svc) })
+
+	shipped, err := os.ReadFile(filepath.Join(c.cfg.repo, "deploy", "prometheus", "scrape-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct{ name, config string }{
+		{"kube-prometheus-stack", operatorScrapeConfig},
+		{"deploy-prometheus", string(shipped)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config, err := withKubeconfig(tc.config, c.adminKC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			query := c.startPrometheus(t, bin, tc.name, fmt.Sprintf("127.0.0.1:%d", 9091+i), config)
+			c.checkProxyDashboard(t, ctx, query)
+		})
+	}
+}
+
+// operatorScrapeConfig is what the Prometheus Operator makes of
+// kube-prometheus-stack's kube-proxy ServiceMonitor (endpoints of the Services
+// labelled app=kube-prometheus-stack-kube-proxy and release=kube-prometheus-stack,
+// port http-metrics, jobLabel: jobLabel), in the operator's own relabelling.
+const operatorScrapeConfig = `scrape_configs:
+- job_name: serviceMonitor/monitoring/kube-prometheus-stack-kube-proxy/0
+  kubernetes_sd_configs:
+  - role: endpoints
+    namespaces:
+      names: [kube-system]
+  relabel_configs:
+  - {source_labels: [job], target_label: __tmp_prometheus_job_name}
+  - {action: keep, source_labels: [__meta_kubernetes_service_label_app, __meta_kubernetes_service_labelpresent_app], regex: '(kube-prometheus-stack-kube-proxy);true'}
+  - {action: keep, source_labels: [__meta_kubernetes_service_label_release, __meta_kubernetes_service_labelpresent_release], regex: '(kube-prometheus-stack);true'}
+  - {action: keep, source_labels: [__meta_kubernetes_endpoint_port_name], regex: http-metrics}
+  - {source_labels: [__meta_kubernetes_endpoint_address_target_kind, __meta_kubernetes_endpoint_address_target_name], separator: ';', regex: 'Node;(.*)', replacement: '${1}', target_label: node}
+  - {source_labels: [__meta_kubernetes_endpoint_address_target_kind, __meta_kubernetes_endpoint_address_target_name], separator: ';', regex: 'Pod;(.*)', replacement: '${1}', target_label: pod}
+  - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
+  - {source_labels: [__meta_kubernetes_service_name], target_label: service}
+  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+  - {source_labels: [__meta_kubernetes_pod_container_name], target_label: container}
+  - {source_labels: [__meta_kubernetes_service_name], target_label: job, replacement: '${1}'}
+  - {source_labels: [__meta_kubernetes_service_label_jobLabel], regex: '(.+)', target_label: job, replacement: '${1}'}
+  - {target_label: endpoint, replacement: http-metrics}
+`
+
+// withKubeconfig is a whole prometheus.yml: a one-second scrape interval (a test
+// sees data within seconds) and config's scrape jobs, each Kubernetes discovery
+// reaching the API server with kubeconfig (in a pod, Prometheus uses its
+// ServiceAccount's token instead).
+func withKubeconfig(config, kubeconfig string) (string, error) {
+	var doc struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal([]byte(config), &doc); err != nil {
+		return "", err
+	}
+	if len(doc.ScrapeConfigs) == 0 {
+		return "", fmt.Errorf("no scrape_configs in %q", config)
+	}
+	for _, job := range doc.ScrapeConfigs {
+		sds, _ := job["kubernetes_sd_configs"].([]any)
+		if len(sds) == 0 {
+			return "", fmt.Errorf("job %v discovers nothing through the API server", job["job_name"])
+		}
+		for _, sd := range sds {
+			sd.(map[string]any)["kubeconfig_file"] = kubeconfig
+		}
+	}
+	out, err := yaml.Marshal(map[string]any{
+		"global":         map[string]string{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+		"scrape_configs": doc.ScrapeConfigs,
+	})
+	return string(out), err
+}
+
+// startPrometheus runs Prometheus in the control plane node with config, its API
+// on addr, until the test ends.
+func (c *cluster) startPrometheus(t *testing.T, bin, name, addr, config string) func(string) ([]promtest.Sample, error) {
+	t.Helper()
+	dir := filepath.Join(c.dir, "prometheus-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.start("prometheus-"+name, c.cp().netns, bin, "--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr, "--log.level=warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second), DisableKeepAlives: true},
+		Timeout:   10 * time.Second,
+	}
+	return func(q string) ([]promtest.Sample, error) { return promtest.Query(hc, addr, q) }
+}
+
+// proxyDashboard are the queries of the kubernetes-mixin's Proxy dashboard
+// (dashboards/proxy.libsonnet) with its $cluster and $instance selectors left
+// out, and whether the panel has a series per node.
+var proxyDashboard = []struct {
+	query   string
+	perNode bool
+}{
+	{`sum(up{job="kube-proxy"})`, false},
+	{`sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_count{job="kube-proxy"}[5m]))`, false},
+	{`sum(rate(kubeproxy_network_programming_duration_seconds_count{job="kube-proxy"}[5m]))`, false},
+	{`histogram_quantile(0.99, rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket{job="kube-proxy"}[5m]))`, true},
+	{`histogram_quantile(0.99, sum(rate(kubeproxy_network_programming_duration_seconds_bucket{job="kube-proxy"}[5m])) by (instance, le))`, true},
+	{`sum(rate(rest_client_requests_total{job="kube-proxy",code=~"2.."}[5m]))`, false},
+	{`sum(rate(rest_client_requests_total{job="kube-proxy"}[5m])) by (code)`, false},
+	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="POST"}[5m])) by (verb, url, le))`, false},
+	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="GET"}[5m])) by (verb, url, le))`, false},
+	{`process_resident_memory_bytes{job="kube-proxy"}`, true},
+	{`rate(process_cpu_seconds_total{job="kube-proxy"}[5m])`, true},
+	{`go_goroutines{job="kube-proxy"}`, true},
+}
+
+// checkProxyDashboard waits until Prometheus scrapes the proxy on every node as
+// job kube-proxy, makes endpoint changes for the programming latency panels,
+// then requires every dashboard query to return data and KubeProxyDown to be
+// quiet.
+func (c *cluster) checkProxyDashboard(t *testing.T, ctx context.Context, query func(string) ([]promtest.Sample, error)) {
+	t.Helper()
+	poll.Eventually(t, 90*time.Second, `up{job="kube-proxy"} == 1 on every node`, poll.NoError(func() error {
+		up, err := query(`up{job="kube-proxy"} == 1`)
+		if err != nil {
+			return err
+		}
+		if len(up) != len(c.nodes) {
+			return fmt.Errorf("%d of %d nodes' proxies up: %v", len(up), len(c.nodes), up)
+		}
+		return nil
+	}))
+	// Endpoint changes, stamped by the EndpointSlice controller, for
+	// kubeproxy_network_programming_duration_seconds.
+	for _, replicas := range []int32{3, 2} {
+		scale, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "my-nginx", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = replicas
+		if _, err := c.client.AppsV1().Deployments("default").UpdateScale(ctx, "my-nginx", scale, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.nginxPods(ctx, int(replicas)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range proxyDashboard {
+		poll.Eventually(t, 60*time.Second, p.query, poll.NoError(func() error {
+			got, err := query(p.query)
+			if err != nil {
+				return err
+			}
+			if len(got) == 0 {
+				return fmt.Errorf("no data")
+			}
+			if p.perNode {
+				if nodes := instances(got); len(nodes) != len(c.nodes) {
+					return fmt.Errorf("series for %d of %d nodes: %v", len(nodes), len(c.nodes), got)
+				}
+			}
+			return nil
+		}))
+	}
+	if down, err := query(`absent(up{job="kube-proxy"} == 1)`); err != nil || len(down) != 0 {
+		t.Errorf("KubeProxyDown's expression: %v, %v; want no result", down, err)
+	}
+}
+
+// instances lists the distinct instance labels of samples.
+func instances(samples []promtest.Sample) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range samples {
+		if i := s.Labels["instance"]; !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
