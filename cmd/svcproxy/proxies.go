@@ -84,6 +84,9 @@ func (fps familyProxies) run(ctx context.Context, waitReady func(context.Context
 	defer cancel()
 	errs := make(chan error, len(fps))
 	for _, fp := range fps {
+		// Another program's change to the table is repaired at once, not at
+		// the next --sync-period.
+		go fp.proxy.WatchForeignChanges(ctx)
 		go func() {
 			err := fp.proxy.Run(ctx, waitReady)
 			if err != nil {

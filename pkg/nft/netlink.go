@@ -51,6 +51,9 @@ type Netlink struct {
 	// buffers kept between transactions (see sendbuf.go), under mu.
 	sendBuf, replyBuf []byte
 	seq               uint32
+	// ports are the transaction sockets' port ids, which the kernel puts in the
+	// notifications of what they changed (see WatchForeign).
+	ports ownPorts
 }
 
 // Close closes the transaction socket, if open; the next Apply opens another.
@@ -73,6 +76,12 @@ func (n *Netlink) batchConn() (*netlink.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("netlink socket buffers: %w", err)
 	}
+	id, err := portID(conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("netlink socket port id: %w", err)
+	}
+	n.ports.add(id)
 	n.batch = conn
 	n.dialed++
 	return conn, nil

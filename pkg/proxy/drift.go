@@ -20,6 +20,7 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 		return false, nil
 	case p.view != nil && start.Before(p.nextRead):
 		klog.V(2).InfoS("Drift check deferred", "until", p.nextRead)
+		p.driftDue = p.nextRead
 		return false, nil
 	}
 	readStart := p.cfg.Clock.Now()
@@ -28,6 +29,7 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, start time.Time, gen
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
 	p.view = v
+	p.driftDue = time.Time{}
 	p.desired.Bind(v)
 	p.desired.MarkAllDirty(v)
 	took := p.cfg.Clock.Since(readStart)

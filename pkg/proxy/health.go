@@ -14,7 +14,8 @@ import (
 
 // Health answers kube-proxy's /healthz and /livez with kube-proxy's status codes and
 // JSON (k8s.io/kubernetes pkg/proxy/healthcheck/proxy_health.go): healthy unless a
-// change has been waiting longer than Timeout without a successful sync; /healthz
+// change has been waiting longer than Timeout without a successful sync, or, unlike
+// kube-proxy, syncs have been failing for longer than Timeout (see Failed); /healthz
 // also needs the node to be eligible. A Service the kernel refuses is such a change;
 // /healthz lists the refused Services with the kernel's reason in two fields of its
 // own, which kube-proxy's clients (JSON decoders, or the status code alone) ignore.
@@ -38,7 +39,11 @@ type Health struct {
 type familyState struct {
 	lastUpdated time.Time // zero until the sync loop starts
 	oldestQueue time.Time // zero when nothing is pending
-	refused     []Refusal
+	// failingSince is when a sync first failed since the last successful one:
+	// since then the kernel has not been made to hold the desired state (zero:
+	// the last sync succeeded).
+	failingSince time.Time
+	refused      []Refusal
 }
 
 // family returns f's state, created on first use; h.mu must be held.
@@ -109,11 +114,26 @@ func (h *Health) Queued(f endpoints.Family, t time.Time) {
 
 // Synced records a successful sync of family f, and the start of its sync loop:
 // kube-proxy counts that as an update so that a first sync that never succeeds shows.
+// A successful sync leaves the kernel holding the desired state, so it also ends a
+// run of failures.
 func (h *Health) Synced(f endpoints.Family, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.family(f)
-	s.lastUpdated, s.oldestQueue = t, time.Time{}
+	s.lastUpdated, s.oldestQueue, s.failingSince = t, time.Time{}, time.Time{}
+}
+
+// Failed records that a sync of family f that started at t failed, a resync's drift
+// repair included. kube-proxy only reports a queued change left unprogrammed, so a
+// table another program broke (a resync that cannot repair it) kept it healthy with
+// no Service changing; here the desired state is missing from the kernel from the
+// first failure on, and health says so once that lasts past Timeout.
+func (h *Health) Failed(f endpoints.Family, t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.family(f); s.failingSince.IsZero() {
+		s.failingSince = t
+	}
 }
 
 // familyHealth is one entry of the body's "status" map.
@@ -134,8 +154,9 @@ type healthJSON struct {
 }
 
 // health is kube-proxy's ProxyHealthServer.Health: each family is healthy until
-// its loop has started and then while no change waits past Timeout; the whole is
-// healthy when every family is, last updated when the latest family was.
+// its loop has started and then while no change waits past Timeout and its syncs
+// have not been failing for Timeout; the whole is healthy when every family is,
+// last updated when the latest family was.
 func (h *Health) health(now time.Time) healthJSON {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -147,7 +168,7 @@ func (h *Health) health(now time.Time) healthJSON {
 		if s.lastUpdated.After(b.LastUpdated) {
 			b.LastUpdated = s.lastUpdated
 		}
-		healthy := s.oldestQueue.IsZero() || now.Sub(s.oldestQueue) < h.Timeout
+		healthy := within(s.oldestQueue, now, h.Timeout) && within(s.failingSince, now, h.Timeout)
 		b.Healthy = b.Healthy && healthy
 		if b.Status == nil {
 			b.Status = map[string]familyHealth{}
@@ -157,8 +178,14 @@ func (h *Health) health(now time.Time) healthJSON {
 	return b
 }
 
+// within reports whether since (zero: never) is less than timeout before now.
+func within(since, now time.Time, timeout time.Duration) bool {
+	return since.IsZero() || now.Sub(since) < timeout
+}
+
 // Healthy is the proxy's own health, what /livez answers: no change has waited
-// past Timeout. The health check node ports report it as serviceProxyHealthy;
+// past Timeout and the kernel has not been failing to take the desired state for
+// that long. The health check node ports report it as serviceProxyHealthy;
 // like kube-proxy's, it leaves out whether the node is eligible.
 func (h *Health) Healthy() bool { return h.health(h.now()).Healthy }
 

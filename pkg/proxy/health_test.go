@@ -82,6 +82,57 @@ func TestHealth(t *testing.T) {
 		now:         t0.Add(2 * time.Minute),
 		healthzCode: 503, healthz: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":false}}}`,
 		livezCode: 503, livez: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at1 + `,"healthy":false}}}`,
+	}, {
+		// svcproxy's own rule: a resync that cannot repair the kernel (no
+		// Service changed, nothing queued) makes the proxy unhealthy once the
+		// failures have lasted the timeout; kube-proxy stays healthy here.
+		name: "syncs failing past timeout with nothing queued",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Failed(v4, t0.Add(time.Minute))
+			h.Failed(v4, t0.Add(90*time.Second))
+		},
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 503, healthz: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
+		livezCode: 503, livez: `{"lastUpdated":` + at0 + `,"currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
+	}, {
+		name:        "syncs failing within timeout",
+		events:      func(h *Health) { h.Synced(v4, t0); h.Failed(v4, t0.Add(90*time.Second)) },
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 200, healthz: `{"lastUpdated":` + at2m + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at2m + `,"currentTime":` + at2m + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at0 + `,"healthy":true}}}`,
+	}, {
+		name: "a successful sync after failures clears them",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Failed(v4, t0.Add(time.Second))
+			h.Synced(v4, t0.Add(30*time.Second))
+		},
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 200, healthz: `{"lastUpdated":` + at2m + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at30 + `,"healthy":true}}}`,
+		livezCode: 200, livez: `{"lastUpdated":` + at2m + `,"currentTime":` + at2m + `,"healthy":true,"status":{"IPv4":{"lastUpdated":` + at30 + `,"healthy":true}}}`,
+	}, {
+		name: "failures after a success count from the first new failure",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Failed(v4, t0.Add(time.Second))
+			h.Synced(v4, t0.Add(30*time.Second))
+			h.Failed(v4, t0.Add(time.Minute))
+		},
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 503, healthz: `{"lastUpdated":` + at30 + `,"currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at30 + `,"healthy":false}}}`,
+		livezCode: 503, livez: `{"lastUpdated":` + at30 + `,"currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":` + at30 + `,"healthy":false}}}`,
+	}, {
+		name: "dual-stack: one family failing makes the node unhealthy",
+		events: func(h *Health) {
+			h.Synced(v4, t0)
+			h.Synced(v6, t0)
+			h.Failed(v6, t0.Add(time.Second))
+			h.Synced(v4, t0.Add(time.Minute))
+		},
+		now:         t0.Add(2 * time.Minute),
+		healthzCode: 503, healthz: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"nodeEligible":true,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
+		livezCode: 503, livez: `{"lastUpdated":"2026-01-01T00:01:00Z","currentTime":` + at2m + `,"healthy":false,"status":{"IPv4":{"lastUpdated":"2026-01-01T00:01:00Z","healthy":true},"IPv6":{"lastUpdated":` + at0 + `,"healthy":false}}}`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

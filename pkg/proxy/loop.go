@@ -25,7 +25,19 @@ func (p *Proxy) Trigger() {
 func (p *Proxy) RequestResync() {
 	p.mu.Lock()
 	p.needFull = true
+	p.resyncs++ // a sync that started before this request does not answer it
 	p.mu.Unlock()
+}
+
+// RequestRepair is RequestResync, now: another program changed our table, and
+// waiting for the periodic resync would leave it broken for up to SyncPeriod. Unlike
+// Trigger it queues no change for health: a repair that fails shows as a failed sync.
+func (p *Proxy) RequestRepair() {
+	p.RequestResync()
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
 }
 
 // Run syncs until ctx ends. waitReady blocks until the informers have synced, so that
@@ -47,6 +59,9 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	defer resync.Stop()
 	backoff := time.Duration(0)
 	var retry <-chan time.Time
+	// drift fires when a drift check that was deferred (see refreshView) is due:
+	// dropping it would leave a repair asked for now until the next periodic resync.
+	var drift <-chan time.Time
 	p.Trigger()
 	for {
 		select {
@@ -56,6 +71,9 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 		case <-resync.C():
 			p.RequestResync()
 		case <-retry:
+		case <-drift:
+			drift = nil
+			p.RequestResync()
 		}
 		retry = nil
 		if wait := p.cfg.MinSyncPeriod - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
@@ -81,6 +99,9 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 			continue
 		}
 		backoff = 0
+		if !p.driftDue.IsZero() && drift == nil {
+			drift = clk.After(p.driftDue.Sub(clk.Now()))
+		}
 	}
 }
 

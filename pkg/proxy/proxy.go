@@ -72,6 +72,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	needFull  bool
+	resyncs   uint64        // RequestResync calls, so that a sync clears only those it saw
 	nodeAddrs NodeAddresses // where NodePorts are served (SetNodeAddresses)
 	zone      string        // this node's zone (SetZone); cfg.Zone is the rendered one
 	lastSync  time.Time
@@ -82,6 +83,7 @@ type Proxy struct {
 	verifiedGen uint32
 	verified    bool
 	nextRead    time.Time // earliest time for the next drift-check read
+	driftDue    time.Time // when a deferred drift check is due (zero: none deferred)
 	// nextUnanswered is the earliest time for the next dump of unanswered TCP
 	// entries (reconcileUnanswered).
 	nextUnanswered time.Time

@@ -14,11 +14,20 @@ const bigTransaction = 20000
 // Sync renders the Services that changed, brings the view of the kernel up to date
 // when a resync is due, and applies the difference (see applyDirty). What the kernel
 // accepted is then recorded: Services it refused (see refusals), where UDP and SCTP
-// traffic may go (see servingTable), and conntrack is reconciled with it.
+// traffic may go (see servingTable), and conntrack is reconciled with it. A failure
+// is reported to Health: the kernel is not known to hold the desired state.
 func (p *Proxy) Sync(ctx context.Context) error {
 	start := p.cfg.Clock.Now()
+	err := p.sync(ctx, start)
+	if err != nil && ctx.Err() == nil && p.cfg.Health != nil {
+		p.cfg.Health.Failed(p.cfg.Options.Family, start)
+	}
+	return err
+}
+
+func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	p.mu.Lock()
-	full := p.needFull
+	full, resyncs := p.needFull, p.resyncs
 	p.mu.Unlock()
 
 	if err := p.applyNodeAddresses(); err != nil {
@@ -74,7 +83,9 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	}
 	if syncErr == nil {
 		p.mu.Lock()
-		p.needFull = false
+		// A resync asked for during this sync (another program's change seen
+		// after our read) stays asked for.
+		p.needFull = p.needFull && p.resyncs != resyncs
 		p.mu.Unlock()
 	}
 	p.sweepAffinity(ctx) // before noteGeneration: its commit is ours

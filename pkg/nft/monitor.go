@@ -1,0 +1,171 @@
+package nft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlattr"
+)
+
+// monitorBuffer is the notification socket's receive buffer. Our own cold load of a
+// big table sends far more notifications than any size holds (one per element); the
+// overrun that follows is reported as a possible foreign change (see WatchForeign),
+// which costs one resync that finds nothing to read. Foreign changes, a few objects
+// at a time, fit.
+const monitorBuffer = 4 << 20
+
+// ownPortsKept is how many of our transaction sockets' port ids are remembered: the
+// notifications of a transaction may be read after its socket was replaced (after an
+// error), and must still count as ours.
+const ownPortsKept = 4
+
+// ownPorts are the netlink port ids of the sockets n sent transactions on.
+type ownPorts struct {
+	mu  sync.Mutex
+	ids []uint32 // newest last, at most ownPortsKept
+}
+
+func (o *ownPorts) add(id uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ids = append(o.ids, id)
+	if len(o.ids) > ownPortsKept {
+		o.ids = o.ids[len(o.ids)-ownPortsKept:]
+	}
+}
+
+func (o *ownPorts) has(id uint32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, x := range o.ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// portID is the netlink port id the kernel bound c to.
+func portID(c *netlink.Conn) (uint32, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var id uint32
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		sa, e := unix.Getsockname(int(fd))
+		if e != nil {
+			serr = e
+			return
+		}
+		nl, ok := sa.(*unix.SockaddrNetlink)
+		if !ok {
+			serr = fmt.Errorf("socket address %T is not netlink's", sa)
+			return
+		}
+		id = nl.Pid
+	})
+	if err != nil {
+		return 0, err
+	}
+	return id, serr
+}
+
+// WatchForeign calls changed whenever a program other than n (another netlink
+// socket) commits a transaction that changes table `family table` in n's network
+// namespace (once per transaction, after it), and
+// when notifications were lost (the socket overran), since one of them may have been
+// such a change. It subscribes to nf_tables' notifications (NFNLGRP_NFTABLES), in
+// which the kernel tags every changed table, chain, rule, set, element and object
+// with the port id of the socket whose transaction made it: those of n's own
+// transactions are skipped without decoding. It returns when ctx ends (nil), or on a
+// socket error. changed is called from WatchForeign's goroutine and must not block
+// for long: notifications queue meanwhile.
+func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string, changed func()) error {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
+	if err != nil {
+		return fmt.Errorf("dial netlink for nftables notifications: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer func() {
+		if stop() {
+			_ = conn.Close()
+		}
+	}()
+	if err := nlattr.RaiseBuffers(conn, monitorBuffer); err != nil {
+		return fmt.Errorf("nftables notification socket buffer: %w", err)
+	}
+	if err := conn.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
+		return fmt.Errorf("subscribe to nftables notifications: %w", err)
+	}
+	// foreign: the transaction being read changed the table. One call per
+	// transaction, at its end: deleting a table notifies every object in it, over
+	// several reads, and a call per read would spend the caller's rate limit on one
+	// change.
+	foreign := false
+	for {
+		msgs, err := conn.Receive()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, unix.ENOBUFS) {
+			foreign = false
+			changed()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("receive nftables notifications: %w", err)
+		}
+		for _, m := range msgs {
+			if endOfTransaction(m) {
+				if foreign {
+					changed()
+				}
+				foreign = false
+				continue
+			}
+			foreign = foreign || ForeignChange(m, family, table, n.ports.has)
+		}
+	}
+}
+
+// endOfTransaction reports whether m is NEWGEN, the notification that ends every
+// committed transaction's.
+func endOfTransaction(m netlink.Message) bool {
+	return int(m.Header.Type) == unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN
+}
+
+// ForeignChange reports whether notification m is a change to table `family table`
+// that a socket for which ours is false made.
+func ForeignChange(m netlink.Message, family Family, table string, ours func(portID uint32) bool) bool {
+	if int(m.Header.Type)>>8 != unix.NFNL_SUBSYS_NFTABLES {
+		return false
+	}
+	switch int(m.Header.Type) & 0xff {
+	case unix.NFT_MSG_NEWGEN, unix.NFT_MSG_TRACE:
+		// The end of a transaction, and packet traces: neither names a table.
+		return false
+	}
+	if len(m.Data) < 4 || Family(m.Data[0]) != family || ours(m.Header.PID) {
+		return false
+	}
+	ad, err := nlattr.Msg(m.Data)
+	if err != nil {
+		return false
+	}
+	// Attribute 1 names the table in every object's message: NFTA_TABLE_NAME,
+	// NFTA_CHAIN_TABLE, NFTA_RULE_TABLE, NFTA_SET_TABLE, NFTA_SET_ELEM_LIST_TABLE,
+	// NFTA_OBJ_TABLE, NFTA_FLOWTABLE_TABLE.
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_TABLE_NAME {
+			return nlattr.CString(ad.Bytes()) == table
+		}
+	}
+	return false
+}

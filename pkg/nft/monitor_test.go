@@ -1,0 +1,78 @@
+package nft
+
+import (
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// notification is an nf_tables notification of msgType about an object of table
+// `family table`, made by the socket of port id pid.
+func notification(t *testing.T, subsys, msgType int, family Family, table string, pid uint32) netlink.Message {
+	t.Helper()
+	ae := netlink.NewAttributeEncoder()
+	if msgType == unix.NFT_MSG_NEWGEN {
+		ae.Uint32(unix.NFTA_GEN_ID, 7) // attribute 1, as a table name is elsewhere
+	} else {
+		ae.String(unix.NFTA_TABLE_NAME, table) // NUL-terminated, as the kernel sends it
+		ae.String(2, "some-chain")
+	}
+	b, err := ae.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(subsys<<8 | msgType), PID: pid},
+		Data:   append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, b...),
+	}
+}
+
+func TestForeignChange(t *testing.T) {
+	const ours, other = 100, 200
+	isOurs := func(pid uint32) bool { return pid == ours }
+	nft := unix.NFNL_SUBSYS_NFTABLES
+	tests := []struct {
+		name string
+		msg  netlink.Message
+		want bool
+	}{
+		{"table deleted by another socket", notification(t, nft, unix.NFT_MSG_DELTABLE, FamilyIPv4, "svcproxy", other), true},
+		{"chain added by another socket", notification(t, nft, unix.NFT_MSG_NEWCHAIN, FamilyIPv4, "svcproxy", other), true},
+		{"rule deleted by another socket", notification(t, nft, unix.NFT_MSG_DELRULE, FamilyIPv4, "svcproxy", other), true},
+		{"set deleted by another socket", notification(t, nft, unix.NFT_MSG_DELSET, FamilyIPv4, "svcproxy", other), true},
+		{"elements deleted by another socket", notification(t, nft, unix.NFT_MSG_DELSETELEM, FamilyIPv4, "svcproxy", other), true},
+		{"a change made by the kernel itself (port 0)", notification(t, nft, unix.NFT_MSG_DELTABLE, FamilyIPv4, "svcproxy", 0), true},
+		{"our own transaction's echo", notification(t, nft, unix.NFT_MSG_NEWSETELEM, FamilyIPv4, "svcproxy", ours), false},
+		{"another table", notification(t, nft, unix.NFT_MSG_DELTABLE, FamilyIPv4, "filter", other), false},
+		{"a table whose name starts with ours", notification(t, nft, unix.NFT_MSG_DELTABLE, FamilyIPv4, "svcproxy2", other), false},
+		{"the other family's table of that name", notification(t, nft, unix.NFT_MSG_DELTABLE, FamilyIPv6, "svcproxy", other), false},
+		{"the end of a transaction", notification(t, nft, unix.NFT_MSG_NEWGEN, FamilyIPv4, "", other), false},
+		{"another netfilter subsystem", notification(t, unix.NFNL_SUBSYS_CTNETLINK, unix.NFT_MSG_DELTABLE, FamilyIPv4, "svcproxy", other), false},
+		{"truncated message", netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(nft<<8 | unix.NFT_MSG_DELTABLE), PID: other}, Data: []byte{2}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ForeignChange(tc.msg, FamilyIPv4, "svcproxy", isOurs); got != tc.want {
+				t.Fatalf("ForeignChange = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The port ids of replaced transaction sockets stay ours for a while: their
+// notifications may be read after the replacement.
+func TestOwnPortsKeepsTheLastFew(t *testing.T) {
+	var o ownPorts
+	for id := uint32(1); id <= ownPortsKept+1; id++ {
+		o.add(id)
+	}
+	if o.has(1) {
+		t.Error("the oldest port id is still ours after ownPortsKept newer ones")
+	}
+	for id := uint32(2); id <= ownPortsKept+1; id++ {
+		if !o.has(id) {
+			t.Errorf("port id %d forgotten", id)
+		}
+	}
+}
