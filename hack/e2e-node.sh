@@ -23,6 +23,7 @@ e2enode_enter_mountns "$0" "$@"
 start=$SECONDS
 k8s="$(hack/build-k8s-bins.sh | tail -n1)"
 nodebins="$(hack/build-kubelet.sh | tail -n1)"
+prometheus="$(hack/build-prometheus.sh | tail -n1)/prometheus"
 images="$root/bin/e2enode-images"
 e2enode_images "$images" "$k8s"
 e2enode_prepare_run
@@ -31,6 +32,6 @@ args=(-test.v -test.count=1 -test.timeout=40m)
 echo "e2e-node: k8s binaries $k8s, kubelet $nodebins, prefix $prefix, prepared in $((SECONDS - start))s" >&2
 ls -l "$images" >&2
 rc=0
-e2enode_run "$k8s" "$nodebins" "$images" -- "${args[@]}" || rc=$?
+e2enode_run "$k8s" "$nodebins" "$images" E2ENODE_PROMETHEUS="$prometheus" -- "${args[@]}" || rc=$?
 echo "e2e-node: total $((SECONDS - start))s" >&2
 exit "$rc"

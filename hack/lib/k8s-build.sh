@@ -21,7 +21,7 @@ k8s_cache_dir() {
 # k8s.io/component-base/version ldflags (otherwise the binaries report a
 # dummy version) into ${XDG_CACHE_HOME:-$HOME/.cache}/CACHE_NAME/<key>/,
 # unless all are there already. Prints that directory on the last line of
-# stdout; progress goes to stderr.
+# stdout; progress goes to stderr. BUILD_TAGS, when set, are go build's -tags.
 k8s_build() {
 	local label="$1" mod="$2" name="$3"
 	shift 3
@@ -60,7 +60,7 @@ k8s_build() {
 			case "${b#*=}" in
 			# A test binary (e2e.test): vet over every dependency would double the build.
 			test:*) go test -c -vet=off -trimpath -ldflags "$ldflags" -o "$tmp/${b%%=*}" "${b#*=test:}" ;;
-			*) go build -trimpath -ldflags "$ldflags" -o "$tmp/${b%%=*}" "${b#*=}" ;;
+			*) go build -trimpath -tags "${BUILD_TAGS:-}" -ldflags "$ldflags" -o "$tmp/${b%%=*}" "${b#*=}" ;;
 			esac
 		done
 		for b in "$@"; do mv -f "$tmp/${b%%=*}" "$cache/${b%%=*}"; done
