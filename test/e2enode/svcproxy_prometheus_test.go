@@ -4,10 +4,12 @@ package e2enode
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +28,8 @@ import (
 // its ServiceMonitor as the operator turns it into a scrape job) and once with
 // deploy/prometheus/scrape-config.yaml; each time every query of the
 // kubernetes-mixin's Proxy dashboard returns data, with a series per node where
-// the panel has one, and the KubeProxyDown alert's expression is empty.
+// the panel has one, and the KubeProxyDown alert's expression is empty; every
+// panel of deploy/grafana/svcproxy.json has data too.
 func TestKubePrometheusStack(t *testing.T) {
 	// Debian's Prometheus has no Kubernetes discovery: hack/build-prometheus.sh
 	// builds one from the pinned module.
@@ -64,6 +67,9 @@ func TestKubePrometheusStack(t *testing.T) {
 			}
 			query := c.startPrometheus(t, bin, tc.name, fmt.Sprintf("127.0.0.1:%d", 9091+i), config)
 			c.checkProxyDashboard(t, ctx, query)
+			if i == 0 {
+				checkGrafanaDashboard(t, filepath.Join(c.cfg.repo, "deploy", "grafana", "svcproxy.json"), query)
+			}
 		})
 	}
 }
@@ -155,19 +161,24 @@ func (c *cluster) startPrometheus(t *testing.T, bin, name, addr, config string) 
 var proxyDashboard = []struct {
 	query   string
 	perNode bool
+	// empty, when set, is why svcproxy leaves this panel without data
+	// (docs/metrics.md); the test then requires it empty, so that the doc
+	// follows a change.
+	empty string
 }{
-	{`sum(up{job="kube-proxy"})`, false},
-	{`sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_count{job="kube-proxy"}[5m]))`, false},
-	{`sum(rate(kubeproxy_network_programming_duration_seconds_count{job="kube-proxy"}[5m]))`, false},
-	{`histogram_quantile(0.99, rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket{job="kube-proxy"}[5m]))`, true},
-	{`histogram_quantile(0.99, sum(rate(kubeproxy_network_programming_duration_seconds_bucket{job="kube-proxy"}[5m])) by (instance, le))`, true},
-	{`sum(rate(rest_client_requests_total{job="kube-proxy",code=~"2.."}[5m]))`, false},
-	{`sum(rate(rest_client_requests_total{job="kube-proxy"}[5m])) by (code)`, false},
-	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="POST"}[5m])) by (verb, url, le))`, false},
-	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="GET"}[5m])) by (verb, url, le))`, false},
-	{`process_resident_memory_bytes{job="kube-proxy"}`, true},
-	{`rate(process_cpu_seconds_total{job="kube-proxy"}[5m])`, true},
-	{`go_goroutines{job="kube-proxy"}`, true},
+	{`sum(up{job="kube-proxy"})`, false, ""},
+	{`sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_count{job="kube-proxy"}[5m]))`, false, ""},
+	{`sum(rate(kubeproxy_network_programming_duration_seconds_count{job="kube-proxy"}[5m]))`, false, ""},
+	{`histogram_quantile(0.99, rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket{job="kube-proxy"}[5m]))`, true, ""},
+	{`histogram_quantile(0.99, sum(rate(kubeproxy_network_programming_duration_seconds_bucket{job="kube-proxy"}[5m])) by (instance, le))`, true, ""},
+	{`sum(rate(rest_client_requests_total{job="kube-proxy",code=~"2.."}[5m]))`, false, ""},
+	{`sum(rate(rest_client_requests_total{job="kube-proxy"}[5m])) by (code)`, false, ""},
+	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="POST"}[5m])) by (verb, url, le))`, false, ""},
+	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="GET"}[5m])) by (verb, url, le))`, false,
+		"svcproxy reads the API server through watches only (watch-list informers, its Node's included): it sends no GET; kube-proxy's GET is the one of its Node at start"},
+	{`process_resident_memory_bytes{job="kube-proxy"}`, true, ""},
+	{`rate(process_cpu_seconds_total{job="kube-proxy"}[5m])`, true, ""},
+	{`go_goroutines{job="kube-proxy"}`, true, ""},
 }
 
 // checkProxyDashboard waits until Prometheus scrapes the proxy on every node as
@@ -202,6 +213,12 @@ func (c *cluster) checkProxyDashboard(t *testing.T, ctx context.Context, query f
 		}
 	}
 	for _, p := range proxyDashboard {
+		if p.empty != "" {
+			if got, err := query(p.query); err != nil || len(got) != 0 {
+				t.Errorf("%s: %v, %v; want no data (%s)", p.query, got, err, p.empty)
+			}
+			continue
+		}
 		poll.Eventually(t, 60*time.Second, p.query, poll.NoError(func() error {
 			got, err := query(p.query)
 			if err != nil {
@@ -234,4 +251,40 @@ func instances(samples []promtest.Sample) []string {
 		}
 	}
 	return out
+}
+
+// checkGrafanaDashboard runs the query of every panel of the dashboard at path,
+// with its variables set to all instances and a one-minute rate window, and
+// requires data from each.
+func checkGrafanaDashboard(t *testing.T, path string, query func(string) ([]promtest.Sample, error)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	vars := strings.NewReplacer("$instance", ".*", "$__rate_interval", "1m")
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			q := vars.Replace(target.Expr)
+			poll.Eventually(t, 30*time.Second, fmt.Sprintf("panel %q: %s", p.Title, q), poll.NoError(func() error {
+				got, err := query(q)
+				if err == nil && len(got) == 0 {
+					err = fmt.Errorf("no data")
+				}
+				return err
+			}))
+		}
+	}
 }
