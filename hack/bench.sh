@@ -19,6 +19,13 @@
 # (hack/bench -family dual; about a minute at 10k on a quiet machine). BENCH_FAMILY=dual
 # runs BENCH_SIZES dual-stack instead of IPv4 (and no extra dual sizes).
 #
+# BENCH_SHAPE (default "disjoint": every Service its own 10 endpoints, over 100 nodes)
+# picks the objects of both parts; "shared" (issue 22, internal/benchshape) has pods
+# behind 3 Services each, mixed sizes (most 1-3 endpoints, one in 1000 with 1650),
+# named ports, a third of the slices without nodeName and some NodePort and
+# LoadBalancer Services. The report labels the tables by shape, and a shared run's
+# plots are docs/bench/*-shared.png. No dual-stack run with it (its slices are IPv4).
+#
 # BENCH_PROXIES (default "svcproxy kube-proxy-nftables") picks the side by side's
 # proxies; "svcproxy-before" runs the svcproxy binary BENCH_SVCPROXY_BEFORE (another
 # commit's build) on the same objects, for before/after numbers from one run.
@@ -46,8 +53,20 @@ mkdir -p "$out"
 flags=()
 if [ -n "${BENCH_STICKY:-}" ]; then flags+=(-sticky); fi
 if [ -n "${BENCH_EXTERNAL:-}" ]; then flags+=(-external); fi
+shape=${BENCH_SHAPE:-disjoint}
 family=${BENCH_FAMILY:-ipv4}
 dual_sizes=${BENCH_DUAL_SIZES:-10000}
+case "$shape" in
+  disjoint) ;;
+  shared)
+    if [ "$family" != ipv4 ] || [ -n "${BENCH_EXTERNAL:-}" ]; then
+      echo "bench: BENCH_SHAPE=shared goes with neither BENCH_FAMILY=dual nor BENCH_EXTERNAL (it has NodePorts of its own)" >&2
+      exit 2
+    fi
+    dual_sizes=none ;;
+  *) echo "bench: BENCH_SHAPE=$shape: want disjoint or shared" >&2; exit 2 ;;
+esac
+flags+=(-shape "$shape")
 case "$family" in
   ipv4) ;;
   dual) dual_sizes=none ;; # the sizes below are dual-stack already
@@ -57,7 +76,7 @@ for n in ${BENCH_SIZES:-1000 10000 30000}; do
   [ "$n" = none ] && continue
   churn=0
   if [ "$n" = "${BENCH_CHURN_AT:-30000}" ]; then churn=60s; fi
-  echo "bench: $n Services x 10 endpoints, $family (churn ${churn}) ..." >&2
+  echo "bench: $n Services, $shape shape, $family (churn ${churn}) ..." >&2
   ./bin/bench -services "$n" -family "$family" -churn "$churn" "${flags[@]}" >>"$out/kernel.jsonl"
 done
 for n in $dual_sizes; do
@@ -85,7 +104,7 @@ if [ "$side" != none ]; then
     trap cleanup EXIT
     echo "bench: side by side at $side Services (kube-proxy up to ${BENCH_KUBEPROXY_MAX:-10000}) ..." >&2
     E2E_BENCH=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
-      E2E_BENCH_SIZES="$side" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
+      E2E_BENCH_SIZES="$side" E2E_BENCH_SHAPE="$shape" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
       E2E_BENCH_OUT="$out/side.jsonl" E2E_BENCH_PROXIES="${BENCH_PROXIES:-svcproxy kube-proxy-nftables}" \
       E2E_BENCH_SVCPROXY_BEFORE="${BENCH_SVCPROXY_BEFORE:-}" E2E_BENCH_WRITE="${BENCH_WRITE:-api}" \
       E2E_BENCH_HEAPPROFILE="${BENCH_SIDE_HEAPPROFILE:-}" E2E_BENCH_CPUPROFILE="${BENCH_SIDE_CPUPROFILE:-}" \

@@ -39,17 +39,19 @@ const perRound = 200
 func (b *bench) dataplane(rounds int) (*dataplaneResult, error) {
 	pr := b.world.NewProber(time.Second)
 	defer pr.Close()
-	var svcs []int
-	for k := range 8 {
-		svcs = append(svcs, k*(b.n-1)/7)
-	}
+	svcs := spreadServices(b.n)
 	var viaService, direct []time.Duration
 	fails := 0
 	probe := func(kind string, c int, out *[]time.Duration) error {
 		i := svcs[c%len(svcs)]
 		ip, port := netip.MustParseAddr(addr(96, i)), 80
 		if kind == "direct" {
-			ip, port = netip.MustParseAddr(addr(128, i*b.o.endpoints+1+c%(b.o.endpoints-1))), benchworld.Port
+			// Not endpoint 0, which the one-endpoint changes moved in some Services.
+			j := 0
+			if size := b.o.size(i); size > 1 {
+				j = 1 + c%(size-1)
+			}
+			ip, port = netip.MustParseAddr(b.o.endpointAddr(i, j)), benchworld.Port
 		}
 		_, d, err := pr.Probe(ip, port)
 		for errors.Is(err, unix.EINTR) {

@@ -4,6 +4,8 @@
 // Service, resyncs, heap and RSS, churn (a share of the Services changing every
 // second through the real sync loop: programming latency and CPU seconds), and the
 // data plane (new-connection latency through a ClusterIP and straight to the pod).
+// -shape shared runs all of it on Services shaped like a real cluster's
+// (internal/benchshape) instead of disjoint ones.
 // It prints one JSON line; hack/bench.sh runs it at several sizes and
 // hack/benchreport turns the lines into tables and plots.
 package main
@@ -32,9 +34,11 @@ import (
 
 type result struct {
 	Services  int     `json:"services"`
+	Shape     string  `json:"shape"` // "disjoint" or "shared" (objects_shared.go)
 	Sticky    bool    `json:"sticky,omitempty"`
 	External  bool    `json:"external,omitempty"`
-	Endpoints int     `json:"endpoints_per_service"`
+	Endpoints int     `json:"endpoints_per_service"` // 0 in the shared shape: sizes vary
+	Total     int     `json:"endpoints_total"`
 	Nodes     int     `json:"nodes"` // the endpoints' nodes (objects.nodes)
 	ColdSecs  float64 `json:"cold_sync_s"`
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
@@ -73,9 +77,20 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
 	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
+	flag.StringVar(&o.shape, "shape", shapeDisjoint, "the objects: disjoint (every Service its own 10 endpoints) or shared (internal/benchshape: pods behind 3 Services, mixed sizes, named ports, some slices without nodeName, some NodePort and LoadBalancer Services)")
 	family := flag.String("family", "ipv4", "ipv4, or dual: every Service dual-stack, fed to an IPv4 and an IPv6 proxy (dual.go; no churn, no latency rounds)")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if err := checkShape(o.shape); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if o.shared() && (o.external || *family != "ipv4") {
+		// The shared shape has NodePort and LoadBalancer Services of its own, and
+		// one family: its slices are IPv4 ones.
+		fmt.Fprintln(os.Stderr, "bench: -shape shared goes with neither -external nor -family dual")
+		os.Exit(2)
+	}
 	if *family == "dual" {
 		r, err := runDual(o, *n, *samples)
 		if err != nil {
@@ -132,9 +147,13 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	m.ProgrammingLatency, m.SyncDuration = sendTo(b.latencies), sendTo(b.syncs)
 
 	b.tr = endpoints.NewTracker(endpoints.TrackerOptions{})
+	total := 0
 	for i := 0; i < b.n; i++ {
+		total += b.o.size(i)
 		b.tr.OnServiceAdd(b.o.service(i))
-		b.tr.OnEndpointSliceAdd(b.o.slice(i, 0, time.Time{}))
+		for _, s := range b.o.slices(i) {
+			b.tr.OnEndpointSliceAdd(s)
+		}
 	}
 	b.p = proxy.New(proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
 		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), NodeName: benchNode},
@@ -148,8 +167,11 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
-	r := &result{Services: b.n, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints, Nodes: b.o.nodes,
+	r := &result{Services: b.n, Shape: b.o.shape, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints, Total: total, Nodes: b.o.nodes,
 		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
+	if b.o.shared() {
+		r.Endpoints = 0
+	}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	r.HeapMiB = heapMiB()
 	if hp := os.Getenv("BENCH_HEAPPROFILE"); hp != "" {
@@ -159,6 +181,9 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	}
 	drain(b.latencies)
 	drain(b.syncs)
+	if err := b.answers(); err != nil {
+		return nil, fmt.Errorf("after the cold sync: %w", err)
+	}
 
 	if err := b.oneChanges(r); err != nil {
 		return nil, err
@@ -189,7 +214,8 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 }
 
 // oneChanges times samples syncs of one replaced endpoint of one Service each: the
-// tracker change, render, plan and the transaction's commit.
+// tracker change, render, plan and the transaction's commit. In the shared shape
+// the endpoint removed and the one added are pods that other Services share.
 func (b *bench) oneChanges(r *result) error {
 	stop := cpuProfile(b.profile)
 	defer stop()
@@ -221,7 +247,9 @@ func (b *bench) others(r *result) error {
 	r.ScaleSecs = time.Since(t).Seconds()
 
 	b.tr.OnServiceAdd(b.o.service(b.n))
-	b.tr.OnEndpointSliceAdd(b.o.slice(b.n, 0, time.Time{}))
+	for _, s := range b.o.slices(b.n) {
+		b.tr.OnEndpointSliceAdd(s)
+	}
 	t = time.Now()
 	if err := b.p.Sync(ctx); err != nil {
 		return fmt.Errorf("add service: %w", err)
@@ -255,8 +283,8 @@ func (b *bench) check() error {
 	if err != nil {
 		return fmt.Errorf("nft list map: %w", err)
 	}
-	if got := strings.Count(out, addr(96, 7)+" . tcp . 80 . "); got != b.o.endpoints {
-		return fmt.Errorf("kernel holds %d endpoints of service 7, want %d", got, b.o.endpoints)
+	if got, want := strings.Count(out, addr(96, 7)+" . tcp . 80 . "), b.o.size(7); got != want {
+		return fmt.Errorf("kernel holds %d endpoints of service 7, want %d", got, want)
 	}
 	return nil
 }

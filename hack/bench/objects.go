@@ -9,15 +9,21 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcproxy/svcproxy/internal/benchshape"
 )
 
-// The objects: Service i has ClusterIP addr(96, i) port 80 and endpoints
-// addr(128, i*e+j) port 8080, every one of them answered by the pods namespace
-// (benchworld.EndpointPf).
+// The objects of the default shape, "disjoint": Service i has ClusterIP addr(96, i)
+// port 80 and endpoints addr(128, i*e+j) port 8080, every one of them answered by
+// the pods namespace (benchworld.EndpointPf). The "shared" shape (-shape shared,
+// objects_shared.go) has the same ClusterIPs and port 80.
 
 // objects says what kind of Services the bench makes.
 type objects struct {
 	endpoints int
+	// shape is "disjoint" (the default) or "shared" (internal/benchshape); the
+	// shared shape has its own sizes, so endpoints is not used.
+	shape string
 	// sticky gives every Service ClientIP affinity (BENCH_STICKY=1 make bench).
 	sticky bool
 	// external gives a third of the Services a NodePort (BENCH_EXTERNAL=1 make bench,
@@ -47,6 +53,9 @@ func addr(base byte, i int) string {
 }
 
 func (o objects) service(i int) *v1.Service {
+	if o.shared() {
+		return o.sharedService(i)
+	}
 	ip := addr(96, i)
 	s := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i)},
@@ -80,9 +89,13 @@ func external(s *v1.Service, i int) {
 	}
 }
 
-// slice returns Service i's endpoints; gen > 0 moves one endpoint to a new address.
-// A zero trigger leaves the slice without the controller's trigger-time stamp.
+// slice returns Service i's endpoints (the shared shape: its first slice, the one a
+// change writes); gen > 0 moves one endpoint to a new address. A zero trigger
+// leaves the slice without the controller's trigger-time stamp.
 func (o objects) slice(i, gen int, trigger time.Time) *discoveryv1.EndpointSlice {
+	if o.shared() {
+		return o.sharedSlice(i, 0, gen, trigger)
+	}
 	name, proto, port := "http", v1.ProtocolTCP, int32(8080)
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: "svc-" + strconv.Itoa(i) + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: "svc-" + strconv.Itoa(i)}},
@@ -106,4 +119,28 @@ func endpointNumber(i, j, gen, perService int) int {
 		return 1<<20 + gen*4096 + i%4096
 	}
 	return i*perService + j
+}
+
+// slices are all of Service i's slices, before any change.
+func (o objects) slices(i int) []*discoveryv1.EndpointSlice {
+	if o.shared() {
+		return o.sharedSlices(i)
+	}
+	return []*discoveryv1.EndpointSlice{o.slice(i, 0, time.Time{})}
+}
+
+// size is Service i's number of endpoints.
+func (o objects) size(i int) int {
+	if o.shared() {
+		return benchshape.Size(i)
+	}
+	return o.endpoints
+}
+
+// endpointAddr is the address of Service i's endpoint j before any change.
+func (o objects) endpointAddr(i, j int) string {
+	if o.shared() {
+		return benchshape.Addr(benchshape.Pod(i, j)).String()
+	}
+	return addr(128, i*o.endpoints+j)
 }

@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 )
 
 func main() {
@@ -32,11 +32,24 @@ func run(kernelFile, sideFile, plotDir string) error {
 	if err := readLines(sideFile, &ss); err != nil {
 		return err
 	}
-	printKernel(os.Stdout, ks)
-	printDual(os.Stdout, ks)
-	printChurn(os.Stdout, ks)
-	printDataplane(os.Stdout, ks)
-	printSide(os.Stdout, ss)
+	for _, shape := range shapes(ks, ss) {
+		k := ofShape(ks, shape, func(r kernelRun) string { return r.Shape })
+		s := ofShape(ss, shape, func(r sideRun) string { return r.Shape })
+		if err := report(os.Stdout, shape, k, s, plotDir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report prints one shape's tables and draws its plots.
+func report(w io.Writer, shape string, ks []kernelRun, ss []sideRun, plotDir string) error {
+	printShapeHeading(w, shape)
+	printKernel(w, shape, ks)
+	printDual(w, ks)
+	printChurn(w, ks)
+	printDataplane(w, ks)
+	printSide(w, shape, ss)
 	curves := singleStack(ks)
 	if plotDir == "" || len(curves)+len(ss) == 0 {
 		return nil // nothing to draw: a plot without points cannot be drawn on a log scale
@@ -44,12 +57,12 @@ func run(kernelFile, sideFile, plotDir string) error {
 	if err := os.MkdirAll(plotDir, 0o755); err != nil {
 		return err
 	}
-	for name, p := range map[string]func(string, []kernelRun, []sideRun) error{
+	for name, p := range map[string]func(string, string, []kernelRun, []sideRun) error{
 		"sync.png":   plotSync,
 		"rss.png":    plotRSS,
 		"change.png": plotChange,
 	} {
-		if err := p(filepath.Join(plotDir, name), curves, ss); err != nil {
+		if err := p(plotFile(plotDir, name, shape), shape, curves, ss); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}

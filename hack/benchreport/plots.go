@@ -71,7 +71,7 @@ func (ticks125) Ticks(lo, hi float64) []plot.Tick {
 
 // write draws series on log-log axes (the sizes go from 1k to 100k) into file,
 // the legend at the top left or the bottom right.
-func write(file, title, ylabel string, legendTopLeft bool, ss []series) error {
+func write(file, shape, title, ylabel string, legendTopLeft bool, ss []series) error {
 	points := 0
 	for _, s := range ss {
 		points += len(s.xy)
@@ -85,6 +85,10 @@ func write(file, title, ylabel string, legendTopLeft bool, ss []series) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "Services (x10 endpoints)"
+	if shape != defaultShape {
+		p.Title.Text = fmt.Sprintf("%s, %s shape", title, shape)
+		p.X.Label.Text = fmt.Sprintf("Services (%s shape, ~10 endpoints each on average)", shape)
+	}
 	p.Y.Label.Text = ylabel
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = ticks125{}, ticks125{}
@@ -119,16 +123,16 @@ func write(file, title, ylabel string, legendTopLeft bool, ss []series) error {
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, file)
 }
 
-func plotSync(file string, ks []kernelRun, ss []sideRun) error {
-	return write(file, "Cold sync", "seconds", false, []series{
+func plotSync(file, shape string, ks []kernelRun, ss []sideRun) error {
+	return write(file, shape, "Cold sync", "seconds", false, []series{
 		{"svcproxy, whole table into the kernel (in process)", kernelXY(ks, func(r kernelRun) float64 { return r.ColdSecs }), blue, true},
 		{"svcproxy, start to every ClusterIP answering (apiserver, traffic)", sideXY(ss, svcproxy, func(r sideRun) float64 { return r.ColdSecs }), blue, false},
 		{"kube-proxy nftables, start to every ClusterIP answering", sideXY(ss, kubeProxyN, func(r sideRun) float64 { return r.ColdSecs }), orange, false},
 	})
 }
 
-func plotRSS(file string, ks []kernelRun, ss []sideRun) error {
-	return write(file, "Memory after the cold sync", "MiB", false, []series{
+func plotRSS(file, shape string, ks []kernelRun, ss []sideRun) error {
+	return write(file, shape, "Memory after the cold sync", "MiB", false, []series{
 		{"svcproxy RSS (in process, no informers)", kernelXY(ks, func(r kernelRun) float64 { return r.RSSMiB }), green, true},
 		{"svcproxy RSS (apiserver, informers)", sideXY(ss, svcproxy, func(r sideRun) float64 { return r.RSSMiB }), blue, false},
 		{"svcproxy peak RSS (VmHWM)", sideXY(ss, svcproxy, func(r sideRun) float64 { return r.HWMMiB }), blue, true},
@@ -137,8 +141,8 @@ func plotRSS(file string, ks []kernelRun, ss []sideRun) error {
 	})
 }
 
-func plotChange(file string, ks []kernelRun, ss []sideRun) error {
-	return write(file, "One endpoint change", "seconds", true, []series{
+func plotChange(file, shape string, ks []kernelRun, ss []sideRun) error {
+	return write(file, shape, "One endpoint change", "seconds", true, []series{
 		{"svcproxy p99, change to commit (in process)", kernelXY(ks, func(r kernelRun) float64 { return r.ChangeP99 }), green, true},
 		{"svcproxy p50, change to commit (in process)", kernelXY(ks, func(r kernelRun) float64 { return r.ChangeP50 }), green, false},
 		{"svcproxy p50, slice write to answer (apiserver, traffic)", sideXY(ss, svcproxy, func(r sideRun) float64 { return r.ChangeP50 }), blue, false},

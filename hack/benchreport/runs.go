@@ -3,6 +3,7 @@ package main
 // kernelRun is one line of hack/bench (the fields the report uses).
 type kernelRun struct {
 	Services   int     `json:"services"`
+	Shape      string  `json:"shape"` // empty: the default shape
 	Sticky     bool    `json:"sticky"`
 	External   bool    `json:"external"`
 	ColdSecs   float64 `json:"cold_sync_s"`
@@ -47,6 +48,7 @@ type kernelRun struct {
 type sideRun struct {
 	Proxy     string  `json:"proxy"`
 	Services  int     `json:"services"`
+	Shape     string  `json:"shape"` // empty: the default shape
 	ColdSecs  float64 `json:"cold_sync_s"`
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
 	Load      float64 `json:"loadavg"`

@@ -11,7 +11,7 @@ func us(s float64) string  { return fmt.Sprintf("%.0f µs", s*1e6) }
 func sec(s float64) string { return fmt.Sprintf("%.2f s", s) }
 func mib(m float64) string { return fmt.Sprintf("%.0f MiB", m) }
 
-func printKernel(w io.Writer, ks []kernelRun) {
+func printKernel(w io.Writer, shape string, ks []kernelRun) {
 	if len(ks) == 0 {
 		return
 	}
@@ -22,7 +22,7 @@ func printKernel(w io.Writer, ks []kernelRun) {
 	if ks[0].External {
 		kind += ", a third with a NodePort"
 	}
-	fmt.Fprintf(w, "| Services x10 eps%s | cold full sync (CPU) | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS | load avg |\n", kind)
+	fmt.Fprintf(w, "| %s%s | cold full sync (CPU) | one endpoint replaced p50 / p99 (n) | one endpoint added | add one Service | resync, nothing committed | full table read | heap after sync | RSS after sync | peak RSS | load avg |\n", servicesColumn(shape), kind)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range bySizeDualLast(ks) {
 		fmt.Fprintf(w, "| %s | %s (%s) | %s / %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.0f-%.0f |\n", servicesLabel(r), sec(r.ColdSecs), sec(r.ColdCPU),
@@ -57,11 +57,11 @@ func printDataplane(w io.Writer, ks []kernelRun) {
 	writeTable(w, "| Services | interleaved rounds x connections (ClusterIP + direct) | new connection through the ClusterIP p50 / p99 | straight to the pod p50 / p99 | ratio p50 / p99 |", rows)
 }
 
-func printSide(w io.Writer, ss []sideRun) {
+func printSide(w io.Writer, shape string, ss []sideRun) {
 	if len(ss) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| Services x10 eps | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
+	fmt.Fprintln(w, "| "+servicesColumn(shape)+" | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var notes []string
 	for _, s := range ss {

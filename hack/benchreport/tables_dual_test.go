@@ -19,7 +19,7 @@ func TestDualRows(t *testing.T) {
 			Resync4Secs: 6, Resync6Secs: 60, Read4Secs: 5, Read6Secs: 50}, ChangeP50: 0.02, ChangeP99: 0.04, Samples: 50},
 	}
 	var kernel, dual bytes.Buffer
-	printKernel(&kernel, runs)
+	printKernel(&kernel, defaultShape, runs)
 	printDual(&dual, runs)
 	rows := strings.Split(kernel.String(), "\n")
 	var order []string

@@ -23,7 +23,7 @@ func TestPrintSide(t *testing.T) {
 		{"a row per run", "| 30000 | svcproxy | 9.00 s"},
 	} {
 		var b bytes.Buffer
-		printSide(&b, runs)
+		printSide(&b, defaultShape, runs)
 		has := strings.Contains(b.String(), tc.want)
 		if wantHas := !strings.HasPrefix(tc.name, "no "); has != wantHas {
 			t.Errorf("%s: output has %q: %v, want %v\n%s", tc.name, tc.want, has, wantHas, b.String())

@@ -27,7 +27,8 @@ import (
 type benchRun struct {
 	Proxy       string  `json:"proxy"`
 	Services    int     `json:"services"`
-	Endpoints   int     `json:"endpoints_per_service"`
+	Shape       string  `json:"shape"`                 // E2E_BENCH_SHAPE: disjoint or shared (benchshared_test.go)
+	Endpoints   int     `json:"endpoints_per_service"` // 0 in the shared shape: sizes vary
 	ColdSecs    float64 `json:"cold_sync_s"`
 	ColdCPU     float64 `json:"cold_sync_cpu_s"` // the process's (and its children's) user+system CPU until then
 	Load        float64 `json:"loadavg"`         // the machine's, when the cold sync ended
@@ -55,6 +56,8 @@ type benchRun struct {
 // E2E_BENCH_CHANGES (default 20): changes timed per proxy and size.
 // E2E_BENCH_OUT: a file the runs are appended to as JSON lines.
 // E2E_BENCH_WRITE=etcd: the objects are written straight into etcd (benchetcd_test.go).
+// E2E_BENCH_SHAPE (default "disjoint"): the objects' shape, "shared" for issue
+// 22's (benchshared_test.go, internal/benchshape).
 // E2E_BENCH_PROXIES (default "svcproxy kube-proxy-nftables"): which proxies run, in
 // order; "svcproxy-before" is svcproxy built from another commit, the binary
 // E2E_BENCH_SVCPROXY_BEFORE, to compare two builds on the same objects.
@@ -68,6 +71,10 @@ func TestBenchSideBySide(t *testing.T) {
 		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
 	}
 	c := theCluster
+	objs, err := benchObjectsFor(os.Getenv("E2E_BENCH_SHAPE"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sizes, err := intList(envOr("E2E_BENCH_SIZES", "1000"))
 	if err != nil {
 		t.Fatalf("E2E_BENCH_SIZES: %v", err)
@@ -97,10 +104,10 @@ func TestBenchSideBySide(t *testing.T) {
 	created := 0
 	for _, n := range sizes {
 		start := time.Now()
-		create := func() error { return createBenchObjects(ctx, cl, created, n) }
+		create := func() error { return createBenchObjects(ctx, cl, objs, created, n) }
 		if os.Getenv("E2E_BENCH_WRITE") == "etcd" {
 			create = func() error {
-				if err := c.createBenchObjectsInEtcd(ctx, cl, created, n); err != nil {
+				if err := c.createBenchObjectsInEtcd(ctx, cl, objs, created, n); err != nil {
 					return err
 				}
 				return c.restartAPIServer(ctx)
@@ -109,27 +116,27 @@ func TestBenchSideBySide(t *testing.T) {
 		if err := create(); err != nil {
 			t.Fatalf("create objects: %v", err)
 		}
-		c.logf("bench: %d Services and EndpointSlices created in %v", n-created, time.Since(start).Round(time.Millisecond))
+		c.logf("bench: %d Services (%s shape) and their EndpointSlices created in %v", n-created, objs.name(), time.Since(start).Round(time.Millisecond))
 		created = n
 		for _, kind := range kinds {
 			if strings.HasPrefix(kind, "kube-proxy") && n > kpMax {
-				writeBenchRun(t, benchRun{Proxy: kind, Services: n, Skipped: fmt.Sprintf("above E2E_BENCH_KUBEPROXY_MAX=%d", kpMax)})
+				writeBenchRun(t, benchRun{Proxy: kind, Services: n, Shape: objs.name(), Skipped: fmt.Sprintf("above E2E_BENCH_KUBEPROXY_MAX=%d", kpMax)})
 				continue
 			}
-			r, err := c.benchOne(ctx, cl, kind, n, changes)
+			r, err := c.benchOne(ctx, cl, objs, kind, n, changes)
 			if err != nil {
 				t.Fatalf("%s at %d: %v", kind, n, err)
 			}
 			writeBenchRun(t, *r)
 		}
 		if kpNote != "" {
-			writeBenchRun(t, benchRun{Proxy: "kube-proxy-nftables", Services: n, Skipped: kpNote})
+			writeBenchRun(t, benchRun{Proxy: "kube-proxy-nftables", Services: n, Shape: objs.name(), Skipped: kpNote})
 		}
 	}
 }
 
-// benchOne runs proxy kind in a fresh world against the first n Services.
-func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind string, n, changes int) (*benchRun, error) {
+// benchOne runs proxy kind in a fresh world against the first n Services of objs.
+func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs benchObjects, kind string, n, changes int) (*benchRun, error) {
 	w, err := benchworld.New(fmt.Sprintf("%sb%d-", c.prefix, n))
 	if err != nil {
 		return nil, err
@@ -140,7 +147,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	}
 	targets := make([]benchworld.Target, n)
 	for i := range targets {
-		targets[i] = benchworld.Target{IP: benchClusterIP(i), Port: 80, Serves: benchServes(i, 0)}
+		targets[i] = benchworld.Target{IP: benchClusterIP(i), Port: 80, Serves: objs.serves(i, 0)}
 	}
 	// A probe of a ClusterIP not programmed yet waits out its timeout, and the
 	// sentinels are probed round after round by 2 workers: with 200 ms a round
@@ -187,7 +194,10 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 		c.logf("bench: %s at %d Services: the sample answered at %.2f s, the sweep ended at %.2f s and found %d not answering yet (first: %v)",
 			kind, n, conv.Sample.Sub(start).Seconds(), conv.SweepEnd.Sub(start).Seconds(), conv.Stragglers, conv.FirstMiss)
 	}
-	r := &benchRun{Proxy: kind, Services: n, Endpoints: benchEndpointsPerService, ColdSecs: conv.At.Sub(start).Seconds(), Changes: changes}
+	r := &benchRun{Proxy: kind, Services: n, Shape: objs.name(), Endpoints: benchEndpointsPerService, ColdSecs: conv.At.Sub(start).Seconds(), Changes: changes}
+	if objs.name() != "disjoint" {
+		r.Endpoints = 0
+	}
 	r.RSSMiB, r.HWMMiB = procMiB(p.pid(), "VmRSS:"), procMiB(p.pid(), "VmHWM:")
 	if dir := os.Getenv("E2E_BENCH_HEAPPROFILE"); dir != "" && strings.HasPrefix(kind, "svcproxy") {
 		if err := benchHeapProfile(nd, filepath.Join(dir, fmt.Sprintf("%s-%d.heap", kind, n))); err != nil {
@@ -207,8 +217,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 		// Both proxies sync at most once a second (--min-sync-period, kube-proxy's
 		// default and svcproxy's): a change after a quiet second is synced at once.
 		time.Sleep(1200 * time.Millisecond)
-		i := (s * 7919) % n
-		d, err := benchChange(ctx, cl, pr, i, s)
+		d, err := benchChange(ctx, cl, pr, objs, objs.changeService(s, n), s)
 		if err != nil {
 			return nil, fmt.Errorf("change %d: %w", s, err)
 		}
@@ -224,7 +233,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	c.logf("bench: %s at %d Services: one change p50 %s ms, max %s ms (%d)", kind, n, ms(percentile(took, 0.5)), ms(slices.Max(append(took, 0))), len(took))
 	// Put the changed Services back for the next proxy's cold sync.
 	for s := 1; s <= changes; s++ {
-		if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, benchSlice((s*7919)%n, 0), metav1.UpdateOptions{}); err != nil {
+		if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, objs.changed(objs.changeService(s, n), 0), metav1.UpdateOptions{}); err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 	}
@@ -232,19 +241,20 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, kind st
 	return r, nil
 }
 
-// benchChange replaces every endpoint of Service i with generation gen's in one
-// EndpointSlice write, and returns the time until the ClusterIP answers from one
-// of the new endpoints (all old ones are gone: the first new answer is the
-// change programmed, with no sampling delay).
-func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Prober, i, gen int) (time.Duration, error) {
+// benchChange writes Service i's slice of generation gen (the disjoint shape
+// replaces every endpoint, the shared one the one endpoint of a one-endpoint
+// Service), and returns the time until the ClusterIP answers from a new endpoint
+// (all old ones are gone: the first new answer is the change programmed, with no
+// sampling delay).
+func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Prober, objs benchObjects, i, gen int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, benchSlice(i, gen), metav1.UpdateOptions{}); err != nil {
+	if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, objs.changed(i, gen), metav1.UpdateOptions{}); err != nil {
 		return 0, err
 	}
 	t := benchworld.Target{IP: benchClusterIP(i), Port: 80}
-	at, err := benchworld.Until(ctx, pr, t, 200*time.Microsecond, benchServes(i, gen))
+	at, err := benchworld.Until(ctx, pr, t, 200*time.Microsecond, objs.serves(i, gen))
 	if err != nil {
 		return 0, err
 	}

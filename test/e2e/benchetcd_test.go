@@ -42,10 +42,10 @@ import (
 // --max-txn-ops default is 128).
 const benchEtcdTxnOps = 120
 
-// createBenchObjectsInEtcd writes Services from..to-1, their EndpointSlices and
-// their ClusterIPs' IPAddresses into etcd, then waits for the apiserver to
-// serve the last of them from its cache.
-func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.Interface, from, to int) error {
+// createBenchObjectsInEtcd writes Services from..to-1 of objs, their
+// EndpointSlices and their ClusterIPs' IPAddresses into etcd, then waits for the
+// apiserver to serve the last of them from its cache.
+func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.Interface, objs benchObjects, from, to int) error {
 	_, err := cl.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace: %w", err)
@@ -91,12 +91,14 @@ func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.In
 	}
 	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	for i := from; i < to; i++ {
-		svc, slice, ip := storedBenchObjects(i, now)
+		svc, slices, ip := storedBenchObjects(objs, i, now)
 		if err := put("/registry/services/specs/"+benchNS+"/"+svc.Name, svc); err != nil {
 			return err
 		}
-		if err := put("/registry/endpointslices/"+benchNS+"/"+slice.Name, slice); err != nil {
-			return err
+		for _, slice := range slices {
+			if err := put("/registry/endpointslices/"+benchNS+"/"+slice.Name, slice); err != nil {
+				return err
+			}
 		}
 		if err := put("/registry/ipaddresses/"+ip.Name, ip); err != nil {
 			return err
@@ -120,21 +122,33 @@ func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.In
 	}
 }
 
-// storedBenchObjects are benchService(i) and benchSlice(i, 0) as the apiserver
-// would have stored them (defaults, uid, creation time; no resourceVersion, which
+// storedBenchObjects are Service i of objs and its slices as the apiserver would
+// have stored them (defaults, uid, creation time; no resourceVersion, which
 // etcd's revision gives), and the IPAddress of the Service's ClusterIP.
-func storedBenchObjects(i int, now metav1.Time) (*corev1.Service, *discoveryv1.EndpointSlice, *networkingv1.IPAddress) {
-	svc := benchService(i)
+func storedBenchObjects(objs benchObjects, i int, now metav1.Time) (*corev1.Service, []*discoveryv1.EndpointSlice, *networkingv1.IPAddress) {
+	svc := objs.service(i)
 	svc.TypeMeta = metav1.TypeMeta{Kind: "Service", APIVersion: "v1"}
 	svc.UID, svc.CreationTimestamp = types.UID(fmt.Sprintf("5b0c0000-0000-4000-8000-%012d", i)), now
-	svc.Spec.Type, svc.Spec.SessionAffinity = corev1.ServiceTypeClusterIP, corev1.ServiceAffinityNone
+	if svc.Spec.Type == "" {
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
 	svc.Spec.IPFamilyPolicy = ref(corev1.IPFamilyPolicySingleStack)
 	svc.Spec.InternalTrafficPolicy = ref(corev1.ServiceInternalTrafficPolicyCluster)
+	// The shared shape's NodePort and LoadBalancer Services, defaulted.
+	if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		svc.Spec.AllocateLoadBalancerNodePorts = ref(true)
+	}
 
-	slice := benchSlice(i, 0)
-	slice.TypeMeta = metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}
-	slice.UID, slice.CreationTimestamp, slice.Generation = types.UID(fmt.Sprintf("5b0c0001-0000-4000-8000-%012d", i)), now, 1
+	slices := objs.slices(i)
+	for k, slice := range slices {
+		slice.TypeMeta = metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}
+		slice.UID, slice.CreationTimestamp, slice.Generation = types.UID(fmt.Sprintf("5b0c%04x-0000-4000-8000-%012d", k+1, i)), now, 1
+	}
 
 	ip := &networkingv1.IPAddress{
 		TypeMeta: metav1.TypeMeta{Kind: "IPAddress", APIVersion: "networking.k8s.io/v1"},
@@ -142,7 +156,7 @@ func storedBenchObjects(i int, now metav1.Time) (*corev1.Service, *discoveryv1.E
 			Labels: map[string]string{networkingv1.LabelIPAddressFamily: string(corev1.IPv4Protocol), networkingv1.LabelManagedBy: "ipallocator.k8s.io"}},
 		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: benchNS, Name: svc.Name}},
 	}
-	return svc, slice, ip
+	return svc, slices, ip
 }
 
 // restartAPIServer stops kube-apiserver and starts it again on the same etcd,

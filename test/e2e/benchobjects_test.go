@@ -119,8 +119,9 @@ func (c *cluster) benchClient() (kubernetes.Interface, error) {
 // cores keep it busy; its max-requests-inflight (400) is far away.
 const benchWriters = 64
 
-// createBenchObjects creates Services and slices from..to-1 with workers in parallel.
-func createBenchObjects(ctx context.Context, cl kubernetes.Interface, from, to int) error {
+// createBenchObjects creates Services and slices from..to-1 of objs with workers
+// in parallel; a LoadBalancer's ingress IP is its status's, written after it.
+func createBenchObjects(ctx context.Context, cl kubernetes.Interface, objs benchObjects, from, to int) error {
 	_, err := cl.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace: %w", err)
@@ -134,11 +135,7 @@ func createBenchObjects(ctx context.Context, cl kubernetes.Interface, from, to i
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				_, err := cl.CoreV1().Services(benchNS).Create(ctx, benchService(i), metav1.CreateOptions{})
-				if err == nil || apierrors.IsAlreadyExists(err) {
-					_, err = cl.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, benchSlice(i, 0), metav1.CreateOptions{})
-				}
-				if err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := createBenchService(ctx, cl, objs, i); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = fmt.Errorf("object %d: %w", i, err)
@@ -154,6 +151,26 @@ func createBenchObjects(ctx context.Context, cl kubernetes.Interface, from, to i
 	close(next)
 	wg.Wait()
 	return firstErr
+}
+
+// createBenchService creates Service i of objs (its status, if it has one) and
+// its slices; what exists already is left as it is.
+func createBenchService(ctx context.Context, cl kubernetes.Interface, objs benchObjects, i int) error {
+	svc := objs.service(i)
+	created, err := cl.CoreV1().Services(benchNS).Create(ctx, svc, metav1.CreateOptions{})
+	if err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		created.Status = svc.Status
+		_, err = cl.CoreV1().Services(benchNS).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, s := range objs.slices(i) {
+		if _, err := cl.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // registerBenchNode creates the Node the compared proxies run as: both wait for
