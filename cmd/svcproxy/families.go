@@ -22,24 +22,10 @@ import (
 // else IPv4.
 func primaryFamily(status []corev1.NodeAddress, bindAddress string) endpoints.Family {
 	if bind, err := netip.ParseAddr(bindAddress); err == nil && !bind.IsUnspecified() {
-		return familyOf(bind)
+		return endpoints.FamilyOf(bind)
 	}
 	if ips := nodeaddr.PrimaryIPs(status, ""); len(ips) > 0 {
-		return familyOf(ips[0])
-	}
-	return endpoints.IPv4
-}
-
-func familyOf(a netip.Addr) endpoints.Family {
-	if a.Unmap().Is4() {
-		return endpoints.IPv4
-	}
-	return endpoints.IPv6
-}
-
-func otherFamily(f endpoints.Family) endpoints.Family {
-	if f == endpoints.IPv4 {
-		return endpoints.IPv6
+		return endpoints.FamilyOf(ips[0])
 	}
 	return endpoints.IPv4
 }
@@ -53,7 +39,7 @@ func servedFamilies(primary endpoints.Family, usable func(endpoints.Family) erro
 	if err := usable(primary); err != nil {
 		return nil, fmt.Errorf("no support for primary IP family %s: %w", primary, err)
 	}
-	other := otherFamily(primary)
+	other := primary.Other()
 	if err := usable(other); err != nil {
 		klog.InfoS("Running in single-stack mode", "ipFamily", primary, "unusedFamily", other, "reason", err.Error())
 		return []endpoints.Family{primary}, nil
@@ -129,7 +115,7 @@ func probeTable(f endpoints.Family, nsFd int) error {
 // the pod range outside which f's proxy masquerades Service traffic.
 func (o *options) clusterCIDRFor(f endpoints.Family) netip.Prefix {
 	for _, c := range strings.Split(o.clusterCIDR, ",") {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && familyOf(p.Addr()) == f {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && endpoints.FamilyOf(p.Addr()) == f {
 			return p
 		}
 	}

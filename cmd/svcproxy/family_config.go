@@ -14,7 +14,7 @@ import (
 // are warnings, except --cluster-cidr of the wrong family alone on a
 // single-stack node, which kube-proxy has always refused to start with.
 func checkFamilyConfig(primary endpoints.Family, dualStack bool, clusterCIDR string, nodePortAddresses []string, healthzAddr, metricsAddr string) (warnings []string, fatal error) {
-	other := otherFamily(primary)
+	other := primary.Other()
 	clusterType := primary.String() + "-only"
 	if dualStack {
 		clusterType = primary.String() + "-primary"
@@ -45,7 +45,7 @@ func checkFamilyConfig(primary endpoints.Family, dualStack bool, clusterCIDR str
 	if !dualStack {
 		for _, b := range []struct{ name, addr string }{{"healthzBindAddress", healthzAddr}, {"metricsBindAddress", metricsAddr}} {
 			if host, _, err := net.SplitHostPort(b.addr); err == nil {
-				if a, err := netip.ParseAddr(host); err == nil && familyOf(a) == other {
+				if a, err := netip.ParseAddr(host); err == nil && endpoints.FamilyOf(a) == other {
 					warnings = append(warnings, fmt.Sprintf("cluster is %s but %s is %s", clusterType, b.name, other))
 				}
 			}
@@ -65,7 +65,7 @@ func cidrsByFamily(list []string) (map[endpoints.Family]int, bool) {
 			other = true
 			continue
 		}
-		n[familyOf(p.Addr())]++
+		n[endpoints.FamilyOf(p.Addr())]++
 	}
 	return n, other
 }

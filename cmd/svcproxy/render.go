@@ -55,12 +55,12 @@ func traceCmd(args []string) int {
 	}
 	var r *nft.Ruleset
 	for _, t := range tables {
-		if t.family == familyOf(pkt.Dst) {
+		if t.family == endpoints.FamilyOf(pkt.Dst) {
 			r = t.ruleset
 		}
 	}
 	if r == nil {
-		fmt.Fprintf(os.Stderr, "trace: this build of svcproxy renders no %s table\n", familyOf(pkt.Dst))
+		fmt.Fprintf(os.Stderr, "trace: this build of svcproxy renders no %s table\n", endpoints.FamilyOf(pkt.Dst))
 		return 1
 	}
 	pkt.NodeAddrs = pos.nodeAddrs
