@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
 // errConfigChanged ends svcproxy when its --config file changes, as kube-proxy
@@ -21,7 +23,7 @@ func watchConfigFile(ctx context.Context, cancel context.CancelCauseFunc, path s
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		return fileStamp(info)
+		return safefile.Stamp(info)
 	}
 	start := stamp()
 	go func() {

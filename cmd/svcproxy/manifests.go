@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/manifests"
+	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
 const (
@@ -290,5 +291,5 @@ func statThrough(path string) (string, error) {
 	if info.IsDir() {
 		return "", nil // a directory named like a manifest is not one
 	}
-	return fileStamp(info), nil
+	return safefile.Stamp(info), nil
 }
