@@ -51,7 +51,9 @@ func clusterClient(o *options) (cluster, error) {
 		return cluster{}, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "svcproxy"
-	applyClientConnection(cfg, o.config.ClientConnection)
+	// clientConnection's settings, as kube-proxy's createClient sets them.
+	cc := o.config.ClientConnection
+	cfg.AcceptContentTypes, cfg.ContentType, cfg.QPS, cfg.Burst = cc.AcceptContentTypes, cc.ContentType, cc.QPS, int(cc.Burst)
 	c, err := newCluster(cfg)
 	if err != nil {
 		return cluster{}, fmt.Errorf("kubernetes client: %w", err)

@@ -110,14 +110,3 @@ func probeTable(f endpoints.Family, nsFd int) error {
 	}
 	return nil
 }
-
-// clusterCIDRFor is the entry of a (possibly dual-stack) --cluster-cidr of family f,
-// the pod range outside which f's proxy masquerades Service traffic.
-func (o *options) clusterCIDRFor(f endpoints.Family) netip.Prefix {
-	for _, c := range strings.Split(o.clusterCIDR, ",") {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && endpoints.FamilyOf(p.Addr()) == f {
-			return p
-		}
-	}
-	return netip.Prefix{}
-}

@@ -132,26 +132,6 @@ func TestIPv6Enabled(t *testing.T) {
 	}
 }
 
-// TestClusterCIDRPerFamily: each family's proxy masquerades from outside its
-// own family's entry of --cluster-cidr, none when the list lacks its family.
-func TestClusterCIDRPerFamily(t *testing.T) {
-	for _, tc := range []struct{ flag, v4, v6 string }{
-		{"", "invalid Prefix", "invalid Prefix"},
-		{"10.244.0.0/16", "10.244.0.0/16", "invalid Prefix"},
-		{"fd00:244::/56", "invalid Prefix", "fd00:244::/56"},
-		{"10.244.0.0/16,fd00:244::/56", "10.244.0.0/16", "fd00:244::/56"},
-		{"fd00:244::/56, 10.244.0.0/16", "10.244.0.0/16", "fd00:244::/56"},
-	} {
-		o := &options{clusterCIDR: tc.flag}
-		if got := o.clusterCIDRFor(endpoints.IPv4).String(); got != tc.v4 {
-			t.Errorf("%q: IPv4 %s, want %s", tc.flag, got, tc.v4)
-		}
-		if got := o.clusterCIDRFor(endpoints.IPv6).String(); got != tc.v6 {
-			t.Errorf("%q: IPv6 %s, want %s", tc.flag, got, tc.v6)
-		}
-	}
-}
-
 // TestDualStackFlags: kube-proxy's validation of --cluster-cidr, and
 // --nodeport-addresses with CIDRs of both families and primary.
 func TestDualStackFlags(t *testing.T) {

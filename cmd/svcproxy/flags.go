@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
@@ -36,7 +37,7 @@ type options struct {
 	// gates holds the feature gates svcproxy knows (the logging ones).
 	gates featuregate.FeatureGate
 	// warnings are logged once logging is configured.
-	warnings []warning
+	warnings []config.Warning
 	ignored  map[string]*string
 
 	noTakeover bool // --takeover=false
@@ -83,7 +84,7 @@ type modeFlags struct {
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{ignored: map[string]*string{}}
-	cfg := defaultConfig()
+	cfg := config.Default()
 	var mf modeFlags
 	fs := pflag.NewFlagSet("svcproxy", pflag.ContinueOnError)
 	addFlags(fs, o, cfg, &mf)
@@ -98,7 +99,7 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	if o.configFile != "" {
-		file, warnings, err := loadConfigFile(o.configFile)
+		file, warnings, err := config.Load(o.configFile)
 		if err != nil {
 			return nil, err
 		}
@@ -124,18 +125,12 @@ func parseFlags(args []string) (*options, error) {
 			cfg.HostnameOverride = strings.ToLower(name)
 		}
 	}
-	gates, unknownGates, err := featureGates(cfg.FeatureGates)
+	gates, warnings, err := config.Check(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("invalid configuration: featureGates: %w", err)
+		return nil, err
 	}
 	o.gates = gates
-	if errs := validateConfig(cfg, gates); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
-	}
-	for _, g := range unknownGates {
-		o.warn("Feature gate has no effect in svcproxy", "field", "featureGates."+g, "value", cfg.FeatureGates[g])
-	}
-	o.warnings = append(o.warnings, notApplicable(cfg)...)
+	o.warnings = append(o.warnings, warnings...)
 	if err := o.resolve(cfg); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
@@ -196,8 +191,8 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.DurationVar(&cfg.Conntrack.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "Idle timeout for ASSURED UDP flows, written at start into the node's network namespace (0 to leave the kernel's value).")
 	fs.DurationVar(&cfg.ConfigSyncPeriod.Duration, "config-sync-period", cfg.ConfigSyncPeriod.Duration, "Accepted for kube-proxy compatibility; svcproxy keeps no informer cache to resync.")
 	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "key=value pairs; svcproxy knows the logging gates (LoggingAlphaOptions, LoggingBetaOptions, ContextualLogging) and warns about others.")
-	fs.Int32Var(&mf.healthzPort, "healthz-port", proxyHealthzPort, "Deprecated: the health check server's port, 0 to disable.")
-	fs.Int32Var(&mf.metricsPort, "metrics-port", proxyStatusPort, "Deprecated: the metrics server's port, 0 to disable.")
+	fs.Int32Var(&mf.healthzPort, "healthz-port", config.HealthzPort, "Deprecated: the health check server's port, 0 to disable.")
+	fs.Int32Var(&mf.metricsPort, "metrics-port", config.StatusPort, "Deprecated: the metrics server's port, 0 to disable.")
 	for _, name := range kubeProxyFlags {
 		o.ignored[name] = fs.String(name, "", "Accepted for kube-proxy compatibility; has no effect.")
 		if kubeProxyBoolFlags[name] {
@@ -214,8 +209,8 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 // unless the mode is ipvs, --ipvs-* only in ipvs mode. svcproxy's --sync-period and
 // --min-sync-period set them in every mode.
 func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConfiguration) {
-	sync, minSync, masq, _ := modeSection(cfg)
-	ipvs := cfg.Mode == modeIPVS
+	sync, minSync, masq, _ := config.ModeSection(cfg)
+	ipvs := cfg.Mode == config.ModeIPVS
 	for _, f := range []struct {
 		name  string
 		when  bool
@@ -249,7 +244,7 @@ func addressFromPortFlag(addr string, port int32) string {
 	if addr == "" {
 		return ""
 	}
-	return addressOrDefault(addr, "", int(port))
+	return config.AddressOrDefault(addr, "", int(port))
 }
 
 // copyLoggingFlags lets logging flags given on the command line override the file's
@@ -291,7 +286,7 @@ func isLoggingFlag(name string) bool {
 // resolve reads what serve needs out of the effective configuration.
 func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 	o.config = cfg
-	sync, minSync, masq, _ := modeSection(cfg)
+	sync, minSync, masq, _ := config.ModeSection(cfg)
 	o.kubeconfig = cfg.ClientConnection.Kubeconfig
 	o.hostnameOverride = cfg.HostnameOverride
 	o.clusterCIDR = cfg.ClusterCIDR
@@ -300,33 +295,12 @@ func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 	o.metricsAddr, o.healthzAddr = cfg.MetricsBindAddress, cfg.HealthzBindAddress
 	o.bindAddress = cfg.BindAddress
 	var err error
-	o.nodePorts, o.localhostNodePorts, err = nodePortSettings(cfg)
+	o.nodePorts, o.localhostNodePorts, err = config.NodePorts(cfg)
 	return err
 }
 
-// nodePortSettings applies kube-proxy's per-mode defaults: with no
-// nodePortAddresses, iptables (and blank, and ipvs) mode serve NodePorts on every
-// local address, nftables mode on the primary IPs only; localhost NodePorts are
-// an iptables-mode setting that nftables mode never honours.
-func nodePortSettings(cfg *kubeproxyconfig.KubeProxyConfiguration) (nodeaddr.Spec, bool, error) {
-	localhost := cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
-	if cfg.Mode == modeNFTables {
-		localhost = false
-	}
-	spec, err := nodeaddr.Parse(nodePortEntries(cfg))
-	return spec, localhost, err
-}
-
-// nodePortEntries is nodePortAddresses with the mode's default applied.
-func nodePortEntries(cfg *kubeproxyconfig.KubeProxyConfiguration) []string {
-	if cfg.Mode == modeNFTables && len(cfg.NodePortAddresses) == 0 {
-		return []string{nodeaddr.KeywordPrimary}
-	}
-	return cfg.NodePortAddresses
-}
-
 func (o *options) warn(msg string, kv ...any) {
-	o.warnings = append(o.warnings, warning{msg: msg, kv: kv})
+	o.warnings = append(o.warnings, config.Warning{Msg: msg, KV: kv})
 }
 
 // warnUnknown logs flags that neither svcproxy nor kube-proxy define; they are

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 )
@@ -117,7 +123,7 @@ func TestParseFlags(t *testing.T) {
 			if tc.cidr != "" {
 				wantCIDR = netip.MustParsePrefix(tc.cidr)
 			}
-			if got := o.clusterCIDRFor(endpoints.IPv4); got != wantCIDR {
+			if got := config.ClusterCIDRFor(o.clusterCIDR, endpoints.IPv4); got != wantCIDR {
 				t.Errorf("ipv4ClusterCIDR() = %v, want %v", got, wantCIDR)
 			}
 		})
@@ -369,5 +375,103 @@ func TestBareKubeProxyBoolFlags(t *testing.T) {
 				t.Fatalf("--%s swallowed the next flag: cluster-cidr %q, hostname-override %q", name, o.clusterCIDR, o.hostnameOverride)
 			}
 		})
+	}
+}
+
+// TestConfigFlagPrecedence: with --config, kube-proxy takes everything from the file
+// but --hostname-override, --master, --cleanup and the logging flags.
+func TestConfigFlagPrecedence(t *testing.T) {
+	file := writeConfigFile(t, `hostnameOverride: from-file
+clusterCIDR: 10.244.0.0/16
+mode: nftables
+nftables: {syncPeriod: 20s}
+logging: {verbosity: 2, vmodule: [{filePattern: serve, verbosity: 4}]}
+`)
+	o, err := parseFlags([]string{"--config", file, "--hostname-override= Node-B ", "--cluster-cidr=10.9.0.0/16",
+		"--sync-period=7s", "--iptables-sync-period=8s", "--master=https://10.0.0.1:6443", "-v=5", "--vmodule=flags=3",
+		"--cleanup", "--kube-api-qps=99", "--takeover=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "hostnameOverride (flag wins)", o.hostnameOverride, "node-b")
+	want(t, "clusterCIDR (file wins)", o.clusterCIDR, "10.244.0.0/16")
+	want(t, "syncPeriod (file wins)", o.syncPeriod, 20*time.Second)
+	want(t, "qps (file's default wins)", o.config.ClientConnection.QPS, float32(5))
+	want(t, "master (flag applies)", o.master, "https://10.0.0.1:6443")
+	want(t, "cleanup (flag applies)", o.cleanup, true)
+	want(t, "takeover=false (svcproxy's flag applies)", o.noTakeover, true)
+	want(t, "verbosity (flag wins)", o.config.Logging.Verbosity, logsapi.VerbosityLevel(5))
+	want(t, "vmodule (flag's first, then file's)", fmt.Sprint(o.config.Logging.VModule), "[{flags 3} {serve 4}]")
+	var ignored []string
+	for _, w := range o.warnings {
+		if w.Msg == "Warning: flag ignored because --config is given, as kube-proxy ignores it" {
+			ignored = append(ignored, w.KV[1].(string))
+		}
+	}
+	sort.Strings(ignored)
+	if want := []string{"--cluster-cidr", "--iptables-sync-period", "--kube-api-qps", "--sync-period"}; !reflect.DeepEqual(ignored, want) {
+		t.Errorf("warned that flags %q are ignored, want %q (the others apply)", ignored, want)
+	}
+	for _, w := range o.warnings {
+		if s := fmt.Sprint(w.KV...); strings.Contains(s, "hostname-override") || strings.Contains(s, "--master") || strings.Contains(s, "--cleanup") || strings.Contains(s, "--takeover") || strings.Contains(s, "flag--v") {
+			t.Errorf("warned about a flag that applies: %s %v", w.Msg, w.KV)
+		}
+	}
+}
+
+// TestFlagsWithoutConfig: without --config the kube-proxy flags set the same
+// configuration the file would, and the mode picks which sync-period flags count.
+func TestFlagsWithoutConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		sync, minSync  time.Duration
+		masq           bool
+		healthz, metrs string
+	}{
+		{name: "iptables flags in blank mode", args: []string{"--iptables-sync-period=11s", "--iptables-min-sync-period=2s", "--ipvs-sync-period=99s"}, sync: 11 * time.Second, minSync: 2 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "iptables flags in nftables mode", args: []string{"--proxy-mode=nftables", "--iptables-sync-period=12s", "--masquerade-all"}, sync: 12 * time.Second, minSync: time.Second, masq: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "ipvs flags only in ipvs mode", args: []string{"--proxy-mode=ipvs", "--iptables-sync-period=12s", "--ipvs-sync-period=13s", "--ipvs-min-sync-period=3s"}, sync: 13 * time.Second, minSync: 3 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "svcproxy's --sync-period in any mode", args: []string{"--proxy-mode=ipvs", "--sync-period=14s", "--min-sync-period=4s"}, sync: 14 * time.Second, minSync: 4 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "deprecated port flags", args: []string{"--healthz-port=0", "--metrics-bind-address=127.0.0.2", "--metrics-port=10999"}, sync: 30 * time.Second, minSync: time.Second, metrs: "127.0.0.2:10999"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			silenceStderr(t)
+			o, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want(t, "syncPeriod", o.syncPeriod, tc.sync)
+			want(t, "minSyncPeriod", o.minSyncPeriod, tc.minSync)
+			want(t, "masqueradeAll", o.masqueradeAll, tc.masq)
+			want(t, "healthzAddr", o.healthzAddr, tc.healthz)
+			want(t, "metricsAddr", o.metricsAddr, tc.metrs)
+		})
+	}
+	silenceStderr(t)
+	if _, err := parseFlags([]string{"--proxy-mode=nftables", "--sync-period=-1s"}); err == nil || !strings.Contains(err.Error(), `nftables.syncPeriod: Invalid value: "-1s"`) {
+		t.Errorf("negative --sync-period: got %v, want the nftables.syncPeriod error", err)
+	}
+	if _, err := parseFlags([]string{"--hostname-override", "  "}); err == nil || !strings.Contains(err.Error(), "empty hostname-override is invalid") {
+		t.Errorf("blank --hostname-override: got %v", err)
+	}
+}
+
+const configHeader = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+
+// writeConfigFile writes a KubeProxyConfiguration (header added) to a temp file.
+func writeConfigFile(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(path, []byte(configHeader+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func want[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }

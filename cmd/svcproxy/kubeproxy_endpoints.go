@@ -14,6 +14,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/restclient" // client-go's rest_client_* metrics, as kube-proxy has them
 	_ "k8s.io/component-base/metrics/prometheus/version"    // kubernetes_build_info
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
+	"github.com/svcproxy/svcproxy/pkg/config"
 )
 
 // addKubeProxyEndpoints serves on the metrics mux what kube-proxy serves there
@@ -23,7 +25,7 @@ func addKubeProxyEndpoints(mux *http.ServeMux, cfg *kubeproxyconfig.KubeProxyCon
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		fmt.Fprint(w, modeNFTables) // what svcproxy programs, whatever the configured mode
+		fmt.Fprint(w, config.ModeNFTables) // what svcproxy programs, whatever the configured mode
 	})
 	// configz keeps one global registry per process; an in-process restart replaces
 	// the entry.

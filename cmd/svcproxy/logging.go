@@ -22,7 +22,7 @@ func startLogging(o *options) error {
 	}
 	klog.InfoS("Version info", "version", version.Get().GitVersion, "gitCommit", version.Get().GitCommit)
 	for _, w := range o.warnings {
-		klog.InfoS(w.msg, w.kv...)
+		klog.InfoS(w.Msg, w.KV...)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/config"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -43,7 +45,7 @@ func run(args []string) int {
 		return 2
 	}
 	if o.writeConfigTo != "" {
-		if err := writeConfig(o.config, o.writeConfigTo); err != nil {
+		if err := config.Write(o.config, o.writeConfigTo); err != nil {
 			klog.ErrorS(err, "Writing the configuration failed")
 			klog.Flush()
 			return 1
@@ -62,10 +64,10 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if o.configFile != "" && !o.cleanup {
-		watchConfigFile(ctx, cancel, o.configFile, 2*time.Second)
+		config.WatchFile(ctx, cancel, o.configFile, 2*time.Second)
 	}
 	err = serve(ctx, o)
-	if cause := context.Cause(ctx); errors.Is(cause, errConfigChanged) {
+	if cause := context.Cause(ctx); errors.Is(cause, config.ErrChanged) {
 		err = cause // exit non-zero, as kube-proxy, so that the pod restarts with the new file
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/svcproxy/svcproxy/deploy"
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/pkg/config"
 )
 
 func TestMain(m *testing.M) {
@@ -181,4 +182,41 @@ func waitSynced(t *testing.T, ns *netnstest.NS, addr string) {
 		}
 		return errors.New("not synced yet")
 	}))
+}
+
+// TestConfigChangeEndsTheProcess: the real binary, in a node namespace, exits
+// non-zero when its --config file changes, as kube-proxy does, so that kubelet
+// restarts it with the new configuration.
+func TestConfigChangeEndsTheProcess(t *testing.T) {
+	node := netnstest.New(t, "cfgwatch")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.conf")
+	rewrite := func(body string) {
+		if err := os.WriteFile(file, []byte(configHeader+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite("mode: nftables\n")
+	logPath := filepath.Join(dir, "svcproxy.log")
+	dumpLogOnFailure(t, "svcproxy", logPath)
+	d := startSvcproxy(t, node, logPath, "--config", file, "--manifests", seedManifests(t))
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-d.done:
+		t.Fatalf("svcproxy exited before the change: %v", d.err)
+	default:
+	}
+	rewrite("mode: iptables\n")
+	select {
+	case <-d.done:
+		if code := d.cmd.ProcessState.ExitCode(); code != 1 {
+			t.Errorf("exit code %d, want 1", code)
+		}
+		log, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(log), config.ErrChanged.Error()) {
+			t.Errorf("the log does not say why:\n%s", log)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("svcproxy still runs 10s after its configuration changed")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/svcproxy/svcproxy/deploy"
+	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -111,14 +112,13 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 	for _, p := range problems {
 		fmt.Fprintf(os.Stderr, "skipping %s\n", p)
 	}
-	o := &options{clusterCIDR: *cidr}
-	if errs := validateClusterCIDRs(*cidr, field.NewPath("--cluster-cidr")); *cidr != "" && len(errs) > 0 {
+	if errs := config.ValidateClusterCIDRs(*cidr, field.NewPath("--cluster-cidr")); *cidr != "" && len(errs) > 0 {
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, offlineArgs{}, 2
 	}
 	var tables []offlineTable
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
-		opts := proxy.Options{Family: f, MasqueradeAll: *masqAll, ClusterCIDR: o.clusterCIDRFor(f),
+		opts := proxy.Options{Family: f, MasqueradeAll: *masqAll, ClusterCIDR: config.ClusterCIDRFor(*cidr, f),
 			NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost && f == endpoints.IPv4}
 		tr := endpoints.NewTracker(endpoints.TrackerOptions{Family: f, OnInvalid: func(kind, ns, name, reason string) {
 			fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s (%s): %s\n", kind, ns, name, f, reason)

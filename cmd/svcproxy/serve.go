@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
@@ -101,7 +102,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if env.setSysctl != nil {
 		// As kube-proxy at start; its failure is logged, not fatal: the
 		// Services are served either way.
-		if err := conntrack.SetTimeouts(env.setSysctl, conntrackTimeouts(o.config)); err != nil {
+		if err := conntrack.SetTimeouts(env.setSysctl, config.ConntrackTimeouts(o.config)); err != nil {
 			klog.ErrorS(err, "Setting the configured conntrack timeouts")
 		}
 	}
@@ -113,7 +114,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if err != nil {
 		return err
 	}
-	warnings, fatal := checkFamilyConfig(families[0], len(families) == 2, o.clusterCIDR, nodePortEntries(o.config), o.healthzAddr, o.metricsAddr)
+	warnings, fatal := config.CheckFamilies(families[0], len(families) == 2, o.clusterCIDR, config.NodePortEntries(o.config), o.healthzAddr, o.metricsAddr)
 	for _, w := range warnings {
 		klog.ErrorS(errors.New(w), "svcproxy configuration may be incomplete or incorrect")
 	}
@@ -198,7 +199,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 			Counts:     parts.metrics,
 		})
 		cfg := proxy.Config{
-			Options: proxy.Options{Family: f, ClusterCIDR: o.clusterCIDRFor(f), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
+			Options: proxy.Options{Family: f, ClusterCIDR: config.ClusterCIDRFor(o.clusterCIDR, f), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
 				LocalhostNodePorts: o.localhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
 			Tracker:               fp.tracker,
 			Kernel:                env.kernel(f),

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
-func TestCheckFamilyConfig(t *testing.T) {
+func TestCheckFamilies(t *testing.T) {
 	v4, v6 := endpoints.IPv4, endpoints.IPv6
 	for _, tc := range []struct {
 		name        string
@@ -36,7 +36,7 @@ func TestCheckFamilyConfig(t *testing.T) {
 		{name: "healthz address of the other family on a dual-stack node is fine", primary: v6, dual: true, nodePorts: []string{"primary"}, healthz: "0.0.0.0:10256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			warnings, fatal := checkFamilyConfig(tc.primary, tc.dual, tc.clusterCIDR, tc.nodePorts, tc.healthz, "")
+			warnings, fatal := CheckFamilies(tc.primary, tc.dual, tc.clusterCIDR, tc.nodePorts, tc.healthz, "")
 			if (fatal != nil) != (tc.fatal != "") || fatal != nil && !strings.Contains(fatal.Error(), tc.fatal) {
 				t.Fatalf("fatal = %v, want %q", fatal, tc.fatal)
 			}
@@ -49,5 +49,24 @@ func TestCheckFamilyConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterCIDRPerFamily: each family's proxy masquerades from outside its
+// own family's entry of --cluster-cidr, none when the list lacks its family.
+func TestClusterCIDRPerFamily(t *testing.T) {
+	for _, tc := range []struct{ flag, v4, v6 string }{
+		{"", "invalid Prefix", "invalid Prefix"},
+		{"10.244.0.0/16", "10.244.0.0/16", "invalid Prefix"},
+		{"fd00:244::/56", "invalid Prefix", "fd00:244::/56"},
+		{"10.244.0.0/16,fd00:244::/56", "10.244.0.0/16", "fd00:244::/56"},
+		{"fd00:244::/56, 10.244.0.0/16", "10.244.0.0/16", "fd00:244::/56"},
+	} {
+		if got := ClusterCIDRFor(tc.flag, endpoints.IPv4).String(); got != tc.v4 {
+			t.Errorf("%q: IPv4 %s, want %s", tc.flag, got, tc.v4)
+		}
+		if got := ClusterCIDRFor(tc.flag, endpoints.IPv6).String(); got != tc.v6 {
+			t.Errorf("%q: IPv6 %s, want %s", tc.flag, got, tc.v6)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -15,18 +15,38 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// validateConfig checks the effective configuration as kube-proxy v1.37 validates it
+// Check is what a configuration goes through before svcproxy runs with it,
+// whether it came from the file or the flags: its feature gates are set, it is
+// validated as kube-proxy validates it, and what svcproxy does not act on is
+// returned as warnings (gates it does not know, then fields it does not apply).
+// The gates are those svcproxy knows, the logging ones.
+func Check(c *kubeproxyconfig.KubeProxyConfiguration) (featuregate.FeatureGate, []Warning, error) {
+	gates, unknownGates, err := featureGates(c.FeatureGates)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid configuration: featureGates: %w", err)
+	}
+	if errs := validate(c, gates); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
+	}
+	var warnings []Warning
+	for _, g := range unknownGates {
+		warnings = append(warnings, Warning{Msg: "Feature gate has no effect in svcproxy", KV: []any{"field", "featureGates." + g, "value", c.FeatureGates[g]}})
+	}
+	return gates, append(warnings, notApplicable(c)...), nil
+}
+
+// validate checks the effective configuration as kube-proxy v1.37 validates it
 // (pkg/proxy/apis/config/validation), so that a configuration kube-proxy refuses is
 // refused here too. Errors name the field by its path in the file
 // (`nftables.syncPeriod: Invalid value: "-1s": ...`), which is also what the flags
 // set.
-func validateConfig(c *kubeproxyconfig.KubeProxyConfiguration, gates featuregate.FeatureGate) field.ErrorList {
+func validate(c *kubeproxyconfig.KubeProxyConfiguration, gates featuregate.FeatureGate) field.ErrorList {
 	var errs field.ErrorList
 	root := (*field.Path)(nil)
 
 	errs = append(errs, validateMasqueradeBit(c.IPTables.MasqueradeBit, root.Child("iptables", "masqueradeBit"))...)
 	switch c.Mode {
-	case modeIPVS:
+	case ModeIPVS:
 		p := root.Child("ipvs")
 		errs = append(errs, nonNegative(c.IPVS.TCPTimeout, p.Child("tcpTimeout"))...)
 		errs = append(errs, nonNegative(c.IPVS.TCPFinTimeout, p.Child("tcpFinTimeout"))...)
@@ -36,7 +56,7 @@ func validateConfig(c *kubeproxyconfig.KubeProxyConfiguration, gates featuregate
 				errs = append(errs, field.Invalid(p.Child("excludeCIDRs").Index(i), cidr, "must be a valid CIDR"))
 			}
 		}
-	case modeNFTables:
+	case ModeNFTables:
 		errs = append(errs, validateMasqueradeBit(c.NFTables.MasqueradeBit, root.Child("nftables", "masqueradeBit"))...)
 	}
 	errs = append(errs, validateConntrack(&c.Conntrack, root.Child("conntrack"))...)
@@ -44,7 +64,7 @@ func validateConfig(c *kubeproxyconfig.KubeProxyConfiguration, gates featuregate
 		errs = append(errs, field.Invalid(root.Child("oomScoreAdj"), *c.OOMScoreAdj, "must be within the range [-1000, 1000]"))
 	}
 	switch c.Mode {
-	case "", modeIPTables, modeNFTables, modeIPVS:
+	case "", ModeIPTables, ModeNFTables, ModeIPVS:
 	default:
 		errs = append(errs, field.Invalid(root.Child("mode"), string(c.Mode), "must be ipvs, iptables, nftables or blank (blank means the best-available proxy [currently iptables])"))
 	}
@@ -54,7 +74,7 @@ func validateConfig(c *kubeproxyconfig.KubeProxyConfiguration, gates featuregate
 	if c.ConfigSyncPeriod.Duration <= 0 {
 		errs = append(errs, field.Invalid(root.Child("configSyncPeriod"), c.ConfigSyncPeriod, "must be greater than 0"))
 	}
-	sync, minSync, _, section := modeSection(c)
+	sync, minSync, _, section := ModeSection(c)
 	syncPath, minSyncPath := root.Child(section, "syncPeriod"), root.Child(section, "minSyncPeriod")
 	if sync.Duration <= 0 {
 		errs = append(errs, field.Invalid(syncPath, *sync, "must be greater than 0"))
@@ -169,13 +189,14 @@ func validateDetectLocal(c *kubeproxyconfig.KubeProxyConfiguration, root *field.
 		errs = append(errs, field.NotSupported(root.Child("detectLocalMode"), string(c.DetectLocalMode), modes))
 	}
 	if c.ClusterCIDR != "" && (c.DetectLocalMode == "" || c.DetectLocalMode == "ClusterCIDR") {
-		errs = append(errs, validateClusterCIDRs(c.ClusterCIDR, root.Child("clusterCIDR"))...)
+		errs = append(errs, ValidateClusterCIDRs(c.ClusterCIDR, root.Child("clusterCIDR"))...)
 	}
 	return errs
 }
 
-// validateClusterCIDRs accepts one CIDR or a dual-stack pair, like kube-proxy.
-func validateClusterCIDRs(s string, p *field.Path) field.ErrorList {
+// ValidateClusterCIDRs accepts one CIDR or a dual-stack pair, like kube-proxy;
+// errors name the CIDRs by p (a field's path, or a flag).
+func ValidateClusterCIDRs(s string, p *field.Path) field.ErrorList {
 	parts := strings.Split(s, ",")
 	if len(parts) > 2 {
 		return field.ErrorList{field.Invalid(p, s, "must be a either a single CIDR or dual-stack pair of CIDRs (e.g. [10.100.0.0/16, fde4:8dba:82e1::/48]")}

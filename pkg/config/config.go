@@ -1,4 +1,10 @@
-package main
+// Package config is svcproxy's KubeProxyConfiguration: the --config file loaded
+// and defaulted as kube-proxy v1.37 does, validated with kube-proxy's rules, the
+// catalogue of fields svcproxy applies or only warns about, what each proxy mode
+// reads (sync periods, NodePort addresses), the checks that need the node's IP
+// families, and the watch that ends the process when the file changes. Flags are
+// cmd/svcproxy's: they fill the same KubeProxyConfiguration.
+package config
 
 import (
 	"fmt"
@@ -7,9 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/client-go/rest"
-	componentbaseconfig "k8s.io/component-base/config/v1alpha1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -17,59 +20,62 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
-// kube-proxy's well-known ports (k8s.io/kubernetes/pkg/cluster/ports).
+// kube-proxy's well-known ports (k8s.io/kubernetes/pkg/cluster/ports): the health
+// check server's and the metrics (status) server's.
 const (
-	proxyHealthzPort = 10256
-	proxyStatusPort  = 10249
+	HealthzPort = 10256
+	StatusPort  = 10249
 )
 
 // Proxy modes kube-proxy knows on Linux; svcproxy always programs nftables.
 const (
-	modeIPTables = "iptables"
-	modeNFTables = "nftables"
-	modeIPVS     = "ipvs"
+	ModeIPTables = "iptables"
+	ModeNFTables = "nftables"
+	ModeIPVS     = "ipvs"
 )
 
-// maxConfigBytes caps what --config reads: a KubeProxyConfiguration is a few
+// maxBytes caps what Load reads: a KubeProxyConfiguration is a few
 // kilobytes.
-const maxConfigBytes = 1 << 20
+const maxBytes = 1 << 20
 
-// loadConfigFile reads a KubeProxyConfiguration file and returns it with kube-proxy's
-// defaults applied, plus a warning when the file only decodes leniently. Only a
-// regular file (or a link to one) of at most maxConfigBytes is read: a named pipe,
+// Load reads the --config file, a KubeProxyConfiguration, and returns it with
+// kube-proxy's defaults applied, plus a warning when the file only decodes
+// leniently. Errors name the flag and the file, as kube-proxy's do. Only a
+// regular file (or a link to one) of at most maxBytes is read: a named pipe,
 // a device or a bigger file is refused at once, saying why.
-func loadConfigFile(path string) (*kubeproxyconfig.KubeProxyConfiguration, []warning, error) {
-	data, err := safefile.Read(path, maxConfigBytes)
+func Load(path string) (*kubeproxyconfig.KubeProxyConfiguration, []Warning, error) {
+	data, err := safefile.Read(path, maxBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config: %w", err)
 	}
-	cfg, warnings, err := decodeConfig(data)
+	cfg, warnings, err := decode(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return cfg, warnings, nil
 }
 
-// decodeConfig decodes as kube-proxy v1.37 does: strictly first; a strict-decoding
+// decode decodes as kube-proxy v1.37 does: strictly first; a strict-decoding
 // error alone (an unknown or duplicated field) is only a warning for v1alpha1, and the
 // file is then decoded leniently. Anything else (bad YAML, wrong kind or version,
 // a value of the wrong type) is an error.
-func decodeConfig(data []byte) (*kubeproxyconfig.KubeProxyConfiguration, []warning, error) {
-	var warnings []warning
-	obj, gvk, err := configCodecs(serializer.EnableStrict).UniversalDeserializer().Decode(data, nil, nil)
+func decode(data []byte) (*kubeproxyconfig.KubeProxyConfiguration, []Warning, error) {
+	var warnings []Warning
+	obj, gvk, err := codecs(serializer.EnableStrict).UniversalDeserializer().Decode(data, nil, nil)
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
 			return nil, nil, fmt.Errorf("failed to decode: %w", err)
 		}
 		var lenientErr error
-		obj, gvk, lenientErr = configCodecs(serializer.DisableStrict).UniversalDeserializer().Decode(data, nil, nil)
+		obj, gvk, lenientErr = codecs(serializer.DisableStrict).UniversalDeserializer().Decode(data, nil, nil)
 		if lenientErr != nil {
 			return nil, nil, fmt.Errorf("failed lenient decoding: %w", err)
 		}
-		warnings = append(warnings, warning{msg: "Using lenient decoding as strict decoding failed", kv: []any{"err", err.Error()}})
+		warnings = append(warnings, Warning{Msg: "Using lenient decoding as strict decoding failed", KV: []any{"err", err.Error()}})
 	}
 	cfg, ok := obj.(*kubeproxyconfig.KubeProxyConfiguration)
 	if !ok {
@@ -79,9 +85,9 @@ func decodeConfig(data []byte) (*kubeproxyconfig.KubeProxyConfiguration, []warni
 	return cfg, warnings, nil
 }
 
-// configCodecs knows only kubeproxy.config.k8s.io/v1alpha1, the one version kube-proxy
+// codecs knows only kubeproxy.config.k8s.io/v1alpha1, the one version kube-proxy
 // reads; without an internal version the file decodes into the versioned type itself.
-func configCodecs(strict serializer.CodecFactoryOptionsMutator) serializer.CodecFactory {
+func codecs(strict serializer.CodecFactoryOptionsMutator) serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	if err := kubeproxyconfig.AddToScheme(scheme); err != nil {
 		panic(fmt.Sprintf("kube-proxy config scheme: %v", err)) // static registration, cannot fail
@@ -89,8 +95,9 @@ func configCodecs(strict serializer.CodecFactoryOptionsMutator) serializer.Codec
 	return serializer.NewCodecFactory(scheme, strict)
 }
 
-// defaultConfig is what kube-proxy runs with when given no file and no flags.
-func defaultConfig() *kubeproxyconfig.KubeProxyConfiguration {
+// Default is what kube-proxy runs with when given no file and no flags: the
+// configuration the flags start from.
+func Default() *kubeproxyconfig.KubeProxyConfiguration {
 	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 	setDefaults(cfg)
 	return cfg
@@ -108,8 +115,8 @@ func setDefaults(c *kubeproxyconfig.KubeProxyConfiguration) {
 	if ip, err := netip.ParseAddr(c.BindAddress); err == nil && !ip.Unmap().Is4() {
 		healthzHost, metricsHost = "[::]", "[::1]"
 	}
-	c.HealthzBindAddress = addressOrDefault(c.HealthzBindAddress, healthzHost, proxyHealthzPort)
-	c.MetricsBindAddress = addressOrDefault(c.MetricsBindAddress, metricsHost, proxyStatusPort)
+	c.HealthzBindAddress = AddressOrDefault(c.HealthzBindAddress, healthzHost, HealthzPort)
+	c.MetricsBindAddress = AddressOrDefault(c.MetricsBindAddress, metricsHost, StatusPort)
 	if c.OOMScoreAdj == nil {
 		c.OOMScoreAdj = ptr.To[int32](-999)
 	}
@@ -161,9 +168,9 @@ func defaultDuration(d *metav1.Duration, def time.Duration) {
 	}
 }
 
-// addressOrDefault is kube-proxy's rule for the server addresses: empty means
+// AddressOrDefault is kube-proxy's rule for the server addresses: empty means
 // host:port, a bare IP gets the port, anything else is left for validation.
-func addressOrDefault(addr, host string, port int) string {
+func AddressOrDefault(addr, host string, port int) string {
 	if addr == "" {
 		return host + ":" + strconv.Itoa(port)
 	}
@@ -176,31 +183,44 @@ func addressOrDefault(addr, host string, port int) string {
 	return addr
 }
 
-// modeSection returns the sync periods and masquerade setting that apply in cfg's
+// ModeSection returns the sync periods and masquerade setting that apply in cfg's
 // mode, as kube-proxy's conversion picks them: nftables reads `nftables`, ipvs reads
 // `ipvs` (masquerading from `iptables`), and "" or iptables read `iptables`.
-func modeSection(cfg *kubeproxyconfig.KubeProxyConfiguration) (sync, minSync *metav1.Duration, masqueradeAll *bool, prefix string) {
+func ModeSection(cfg *kubeproxyconfig.KubeProxyConfiguration) (sync, minSync *metav1.Duration, masqueradeAll *bool, prefix string) {
 	switch cfg.Mode {
-	case modeNFTables:
+	case ModeNFTables:
 		return &cfg.NFTables.SyncPeriod, &cfg.NFTables.MinSyncPeriod, &cfg.NFTables.MasqueradeAll, "nftables"
-	case modeIPVS:
+	case ModeIPVS:
 		return &cfg.IPVS.SyncPeriod, &cfg.IPVS.MinSyncPeriod, &cfg.IPTables.MasqueradeAll, "ipvs"
 	default:
 		return &cfg.IPTables.SyncPeriod, &cfg.IPTables.MinSyncPeriod, &cfg.IPTables.MasqueradeAll, "iptables"
 	}
 }
 
-// warning is a message logged once, after logging is configured.
-type warning struct {
-	msg string
-	kv  []any
+// NodePorts applies kube-proxy's per-mode defaults: with no
+// nodePortAddresses, iptables (and blank, and ipvs) mode serve NodePorts on every
+// local address, nftables mode on the primary IPs only; localhost NodePorts are
+// an iptables-mode setting that nftables mode never honours.
+func NodePorts(cfg *kubeproxyconfig.KubeProxyConfiguration) (nodeaddr.Spec, bool, error) {
+	localhost := cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
+	if cfg.Mode == ModeNFTables {
+		localhost = false
+	}
+	spec, err := nodeaddr.Parse(NodePortEntries(cfg))
+	return spec, localhost, err
 }
 
-// applyClientConnection sets clientConnection's settings on a client config, as
-// kube-proxy's createClient does.
-func applyClientConnection(cfg *rest.Config, cc componentbaseconfig.ClientConnectionConfiguration) {
-	cfg.AcceptContentTypes = cc.AcceptContentTypes
-	cfg.ContentType = cc.ContentType
-	cfg.QPS = cc.QPS
-	cfg.Burst = int(cc.Burst)
+// NodePortEntries is nodePortAddresses with the mode's default applied.
+func NodePortEntries(cfg *kubeproxyconfig.KubeProxyConfiguration) []string {
+	if cfg.Mode == ModeNFTables && len(cfg.NodePortAddresses) == 0 {
+		return []string{nodeaddr.KeywordPrimary}
+	}
+	return cfg.NodePortAddresses
+}
+
+// Warning is a message for the log, with its key/value pairs: loading and checking
+// happen before logging is configured, so the caller logs these once it is.
+type Warning struct {
+	Msg string
+	KV  []any
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,11 +9,11 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
-// checkFamilyConfig is kube-proxy's checkBadConfig and checkBadIPConfig once
+// CheckFamilies is kube-proxy's checkBadConfig and checkBadIPConfig once
 // the families are known: settings that name only the wrong IP family. They
 // are warnings, except --cluster-cidr of the wrong family alone on a
 // single-stack node, which kube-proxy has always refused to start with.
-func checkFamilyConfig(primary endpoints.Family, dualStack bool, clusterCIDR string, nodePortAddresses []string, healthzAddr, metricsAddr string) (warnings []string, fatal error) {
+func CheckFamilies(primary endpoints.Family, dualStack bool, clusterCIDR string, nodePortAddresses []string, healthzAddr, metricsAddr string) (warnings []string, fatal error) {
 	other := primary.Other()
 	clusterType := primary.String() + "-only"
 	if dualStack {
@@ -83,4 +83,15 @@ func splitNonEmpty(s string) []string {
 		}
 	}
 	return out
+}
+
+// ClusterCIDRFor is the entry of family f in a (possibly dual-stack) clusterCIDR,
+// the pod range outside which f's proxy masquerades Service traffic.
+func ClusterCIDRFor(clusterCIDR string, f endpoints.Family) netip.Prefix {
+	for _, c := range strings.Split(clusterCIDR, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && endpoints.FamilyOf(p.Addr()) == f {
+			return p
+		}
+	}
+	return netip.Prefix{}
 }

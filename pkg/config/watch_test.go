@@ -1,21 +1,18 @@
-package main
+package config
 
 import (
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/svcproxy/svcproxy/internal/netnstest"
 )
 
-// TestWatchConfigFile: a change of the --config file, written in place or swapped
-// in the way a ConfigMap volume swaps `..data`, ends the run with errConfigChanged;
+// TestWatchFile: a change of the --config file, written in place or swapped
+// in the way a ConfigMap volume swaps `..data`, ends the run with ErrChanged;
 // an untouched file does not.
-func TestWatchConfigFile(t *testing.T) {
+func TestWatchFile(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(t *testing.T, dir string)
@@ -38,14 +35,14 @@ func TestWatchConfigFile(t *testing.T) {
 			must(t, os.Symlink("..data/config.conf", filepath.Join(dir, "config.conf")))
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			watchConfigFile(ctx, cancel, filepath.Join(dir, "config.conf"), 10*time.Millisecond)
+			WatchFile(ctx, cancel, filepath.Join(dir, "config.conf"), 10*time.Millisecond)
 			time.Sleep(30 * time.Millisecond)
 			if tc.change != nil {
 				tc.change(t, dir)
 			}
 			select {
 			case <-ctx.Done():
-				if tc.change == nil || !errors.Is(context.Cause(ctx), errConfigChanged) {
+				if tc.change == nil || !errors.Is(context.Cause(ctx), ErrChanged) {
 					t.Fatalf("ended with %v", context.Cause(ctx))
 				}
 			case <-time.After(500 * time.Millisecond):
@@ -67,37 +64,5 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestConfigChangeEndsTheProcess: the real binary, in a node namespace, exits
-// non-zero when its --config file changes, as kube-proxy does, so that kubelet
-// restarts it with the new configuration.
-func TestConfigChangeEndsTheProcess(t *testing.T) {
-	node := netnstest.New(t, "cfgwatch")
-	dir := t.TempDir()
-	config := filepath.Join(dir, "config.conf")
-	write(t, config, configHeader+"mode: nftables\n")
-	logPath := filepath.Join(dir, "svcproxy.log")
-	dumpLogOnFailure(t, "svcproxy", logPath)
-	d := startSvcproxy(t, node, logPath, "--config", config, "--manifests", seedManifests(t))
-	time.Sleep(500 * time.Millisecond)
-	select {
-	case <-d.done:
-		t.Fatalf("svcproxy exited before the change: %v", d.err)
-	default:
-	}
-	write(t, config, configHeader+"mode: iptables\n")
-	select {
-	case <-d.done:
-		if code := d.cmd.ProcessState.ExitCode(); code != 1 {
-			t.Errorf("exit code %d, want 1", code)
-		}
-		log, _ := os.ReadFile(logPath)
-		if !strings.Contains(string(log), errConfigChanged.Error()) {
-			t.Errorf("the log does not say why:\n%s", log)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("svcproxy still runs 10s after its configuration changed")
 	}
 }

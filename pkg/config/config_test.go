@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -11,74 +11,75 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // the json format, as cmd/svcproxy registers it
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
 const configHeader = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 
-// writeConfigFile writes a KubeProxyConfiguration (header added) to a temp file.
-func writeConfigFile(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.conf")
-	if err := os.WriteFile(path, []byte(configHeader+body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// TestConfigFile reads files field by field: what each applies to svcproxy's
-// options, and which values are refused, naming the field.
+// TestConfigFile reads files field by field: what each sets (with kube-proxy's
+// defaults), and which values are refused, naming the field.
 func TestConfigFile(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		body    string
-		check   func(t *testing.T, o *options)
+		check   func(l loaded) []check
 		wantErr string
 	}{
 		{
 			name: "empty file: kube-proxy's defaults, iptables section",
-			check: func(t *testing.T, o *options) {
-				want(t, "syncPeriod", o.syncPeriod, 30*time.Second)
-				want(t, "minSyncPeriod", o.minSyncPeriod, time.Second)
-				want(t, "metricsAddr", o.metricsAddr, "127.0.0.1:10249")
-				want(t, "healthzAddr", o.healthzAddr, "0.0.0.0:10256")
-				want(t, "contentType", o.config.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf")
-				want(t, "qps", o.config.ClientConnection.QPS, float32(5))
-				want(t, "burst", o.config.ClientConnection.Burst, int32(10))
-				want(t, "configSyncPeriod", o.config.ConfigSyncPeriod.Duration, 15*time.Minute)
-				want(t, "oomScoreAdj", *o.config.OOMScoreAdj, int32(-999))
-				want(t, "logging.format", o.config.Logging.Format, "text")
-				want(t, "kubeconfig", o.kubeconfig, "")
+			check: func(l loaded) []check {
+				return []check{
+					{"syncPeriod", l.sync(), 30 * time.Second},
+					{"minSyncPeriod", l.minSync(), time.Second},
+					{"metricsAddr", l.cfg.MetricsBindAddress, "127.0.0.1:10249"},
+					{"healthzAddr", l.cfg.HealthzBindAddress, "0.0.0.0:10256"},
+					{"contentType", l.cfg.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf"},
+					{"qps", l.cfg.ClientConnection.QPS, float32(5)},
+					{"burst", l.cfg.ClientConnection.Burst, int32(10)},
+					{"configSyncPeriod", l.cfg.ConfigSyncPeriod.Duration, 15 * time.Minute},
+					{"oomScoreAdj", *l.cfg.OOMScoreAdj, int32(-999)},
+					{"logging.format", l.cfg.Logging.Format, "text"},
+					{"kubeconfig", l.cfg.ClientConnection.Kubeconfig, ""},
+				}
 			},
 		},
 		{
 			name: "nftables mode reads the nftables section",
 			body: "mode: nftables\nnftables: {syncPeriod: 20s, minSyncPeriod: 2s, masqueradeAll: true}\niptables: {masqueradeAll: false}\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "syncPeriod", o.syncPeriod, 20*time.Second)
-				want(t, "minSyncPeriod", o.minSyncPeriod, 2*time.Second)
-				want(t, "masqueradeAll", o.masqueradeAll, true)
+			check: func(l loaded) []check {
+				return []check{
+					{"syncPeriod", l.sync(), 20 * time.Second},
+					{"minSyncPeriod", l.minSync(), 2 * time.Second},
+					{"masqueradeAll", l.masqueradeAll(), true},
+				}
 			},
 		},
 		{
 			name: "iptables mode reads the iptables section, not nftables'",
 			body: "mode: iptables\niptables: {syncPeriod: 40s, minSyncPeriod: 3s, masqueradeAll: true}\nnftables: {syncPeriod: 20s}\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "syncPeriod", o.syncPeriod, 40*time.Second)
-				want(t, "minSyncPeriod", o.minSyncPeriod, 3*time.Second)
-				want(t, "masqueradeAll", o.masqueradeAll, true)
+			check: func(l loaded) []check {
+				return []check{
+					{"syncPeriod", l.sync(), 40 * time.Second},
+					{"minSyncPeriod", l.minSync(), 3 * time.Second},
+					{"masqueradeAll", l.masqueradeAll(), true},
+				}
 			},
 		},
 		{
 			name: "ipvs mode reads ipvs' periods and iptables' masqueradeAll",
 			body: "mode: ipvs\nipvs: {syncPeriod: 50s, minSyncPeriod: 5s}\niptables: {masqueradeAll: true}\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "syncPeriod", o.syncPeriod, 50*time.Second)
-				want(t, "minSyncPeriod", o.minSyncPeriod, 5*time.Second)
-				want(t, "masqueradeAll", o.masqueradeAll, true)
+			check: func(l loaded) []check {
+				return []check{
+					{"syncPeriod", l.sync(), 50 * time.Second},
+					{"minSyncPeriod", l.minSync(), 5 * time.Second},
+					{"masqueradeAll", l.masqueradeAll(), true},
+				}
 			},
 		},
 		{
@@ -97,67 +98,81 @@ configSyncPeriod: 5m
 oomScoreAdj: -500
 enableProfiling: true
 `,
-			check: func(t *testing.T, o *options) {
-				want(t, "kubeconfig", o.kubeconfig, "/var/lib/kube-proxy/kubeconfig.conf")
-				want(t, "contentType", o.config.ClientConnection.ContentType, "application/json")
-				want(t, "acceptContentTypes", o.config.ClientConnection.AcceptContentTypes, "application/json")
-				want(t, "qps", o.config.ClientConnection.QPS, float32(50))
-				want(t, "burst", o.config.ClientConnection.Burst, int32(100))
-				want(t, "hostnameOverride", o.hostnameOverride, "Node-A") // lowercased where the node name is made
-				want(t, "clusterCIDR", o.clusterCIDRFor(endpoints.IPv4).String(), "10.244.0.0/16")
-				want(t, "healthzAddr", o.healthzAddr, "10.0.0.1:10256")
-				want(t, "metricsAddr", o.metricsAddr, "0.0.0.0:10249")
-				want(t, "configSyncPeriod", o.config.ConfigSyncPeriod.Duration, 5*time.Minute)
-				want(t, "oomScoreAdj", *o.config.OOMScoreAdj, int32(-500))
-				want(t, "enableProfiling", o.config.EnableProfiling, true)
+			check: func(l loaded) []check {
+				return []check{
+					{"kubeconfig", l.cfg.ClientConnection.Kubeconfig, "/var/lib/kube-proxy/kubeconfig.conf"},
+					{"contentType", l.cfg.ClientConnection.ContentType, "application/json"},
+					{"acceptContentTypes", l.cfg.ClientConnection.AcceptContentTypes, "application/json"},
+					{"qps", l.cfg.ClientConnection.QPS, float32(50)},
+					{"burst", l.cfg.ClientConnection.Burst, int32(100)},
+					{"hostnameOverride", l.cfg.HostnameOverride, "Node-A"}, // lowercased where the node name is made
+					{"clusterCIDR", ClusterCIDRFor(l.cfg.ClusterCIDR, endpoints.IPv4).String(), "10.244.0.0/16"},
+					{"healthzAddr", l.cfg.HealthzBindAddress, "10.0.0.1:10256"},
+					{"metricsAddr", l.cfg.MetricsBindAddress, "0.0.0.0:10249"},
+					{"configSyncPeriod", l.cfg.ConfigSyncPeriod.Duration, 5 * time.Minute},
+					{"oomScoreAdj", *l.cfg.OOMScoreAdj, int32(-500)},
+					{"enableProfiling", l.cfg.EnableProfiling, true},
+				}
 			},
 		},
 		{
 			name: "IPv6 bindAddress defaults the servers to IPv6",
 			body: "bindAddress: \"::\"\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "healthzAddr", o.healthzAddr, "[::]:10256")
-				want(t, "metricsAddr", o.metricsAddr, "[::1]:10249")
+			check: func(l loaded) []check {
+				return []check{
+					{"healthzAddr", l.cfg.HealthzBindAddress, "[::]:10256"},
+					{"metricsAddr", l.cfg.MetricsBindAddress, "[::1]:10249"},
+				}
 			},
 		},
 		{
 			name: "logging section: json, verbosity",
 			body: "logging: {format: json, verbosity: 3}\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "logging.format", o.config.Logging.Format, "json")
-				want(t, "logging.verbosity", o.config.Logging.Verbosity, logsapi.VerbosityLevel(3))
+			check: func(l loaded) []check {
+				return []check{
+					{"logging.format", l.cfg.Logging.Format, "json"},
+					{"logging.verbosity", l.cfg.Logging.Verbosity, logsapi.VerbosityLevel(3)},
+				}
 			},
 		},
 		{
 			name: "logging section: vmodule, split stream with its gate",
 			body: "featureGates: {LoggingAlphaOptions: true}\nlogging: {vmodule: [{filePattern: serve, verbosity: 4}], options: {text: {splitStream: true}}}\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "logging.vmodule", fmt.Sprint(o.config.Logging.VModule), "[{serve 4}]")
-				want(t, "logging.options.text.splitStream", o.config.Logging.Options.Text.SplitStream, true)
+			check: func(l loaded) []check {
+				return []check{
+					{"logging.vmodule", fmt.Sprint(l.cfg.Logging.VModule), "[{serve 4}]"},
+					{"logging.options.text.splitStream", l.cfg.Logging.Options.Text.SplitStream, true},
+				}
 			},
 		},
 		{
 			name: "unknown field: a warning, as kube-proxy's lenient v1alpha1 decoding",
 			body: "foo: bar\nclusterCIDR: 10.244.0.0/16\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "clusterCIDR", o.clusterCIDR, "10.244.0.0/16")
-				wantWarning(t, o, `unknown field "foo"`)
+			check: func(l loaded) []check {
+				return []check{
+					{"clusterCIDR", l.cfg.ClusterCIDR, "10.244.0.0/16"},
+					{"warning", l.warned(`unknown field "foo"`), true},
+				}
 			},
 		},
 		{
 			name: "duplicate field: a warning, the last value wins",
 			body: "clusterCIDR: 10.1.0.0/16\nclusterCIDR: 10.244.0.0/16\n",
-			check: func(t *testing.T, o *options) {
-				want(t, "clusterCIDR", o.clusterCIDR, "10.244.0.0/16")
-				wantWarning(t, o, `key "clusterCIDR" already set`)
+			check: func(l loaded) []check {
+				return []check{
+					{"clusterCIDR", l.cfg.ClusterCIDR, "10.244.0.0/16"},
+					{"warning", l.warned(`key "clusterCIDR" already set`), true},
+				}
 			},
 		},
 		{
 			name: "unknown feature gate: a warning naming it; logging gates apply",
 			body: "featureGates: {KubeProxySomething: true, LoggingAlphaOptions: true}\nlogging: {options: {text: {splitStream: true}}}\n",
-			check: func(t *testing.T, o *options) {
-				wantWarning(t, o, "featureGates.KubeProxySomething")
-				want(t, "LoggingAlphaOptions", o.gates.Enabled(logsapi.LoggingAlphaOptions), true)
+			check: func(l loaded) []check {
+				return []check{
+					{"warning", l.warned("featureGates.KubeProxySomething"), true},
+					{"LoggingAlphaOptions", l.gates.Enabled(logsapi.LoggingAlphaOptions), true},
+				}
 			},
 		},
 		{name: "negative sync period in its mode", body: "mode: nftables\nnftables: {syncPeriod: -1s}\n", wantErr: `nftables.syncPeriod: Invalid value: "-1s": must be greater than 0`},
@@ -190,13 +205,11 @@ enableProfiling: true
 		{name: "not YAML", body: "Twas bryllyg, and ye slythy toves", wantErr: "failed to decode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeConfigFile(t, tc.body)
+			data := configHeader + tc.body
 			if tc.name == "wrong kind" {
-				if err := os.WriteFile(path, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				data = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n"
 			}
-			o, err := parseFlags([]string{"--config", path})
+			l, err := load([]byte(data))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
@@ -206,80 +219,12 @@ enableProfiling: true
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.check(t, o)
-		})
-	}
-}
-
-// TestConfigFlagPrecedence: with --config, kube-proxy takes everything from the file
-// but --hostname-override, --master, --cleanup and the logging flags.
-func TestConfigFlagPrecedence(t *testing.T) {
-	file := writeConfigFile(t, `hostnameOverride: from-file
-clusterCIDR: 10.244.0.0/16
-mode: nftables
-nftables: {syncPeriod: 20s}
-logging: {verbosity: 2, vmodule: [{filePattern: serve, verbosity: 4}]}
-`)
-	o, err := parseFlags([]string{"--config", file, "--hostname-override= Node-B ", "--cluster-cidr=10.9.0.0/16",
-		"--sync-period=7s", "--iptables-sync-period=8s", "--master=https://10.0.0.1:6443", "-v=5", "--vmodule=flags=3",
-		"--cleanup", "--kube-api-qps=99", "--takeover=false"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want(t, "hostnameOverride (flag wins)", o.hostnameOverride, "node-b")
-	want(t, "clusterCIDR (file wins)", o.clusterCIDR, "10.244.0.0/16")
-	want(t, "syncPeriod (file wins)", o.syncPeriod, 20*time.Second)
-	want(t, "qps (file's default wins)", o.config.ClientConnection.QPS, float32(5))
-	want(t, "master (flag applies)", o.master, "https://10.0.0.1:6443")
-	want(t, "cleanup (flag applies)", o.cleanup, true)
-	want(t, "takeover=false (svcproxy's flag applies)", o.noTakeover, true)
-	want(t, "verbosity (flag wins)", o.config.Logging.Verbosity, logsapi.VerbosityLevel(5))
-	want(t, "vmodule (flag's first, then file's)", fmt.Sprint(o.config.Logging.VModule), "[{flags 3} {serve 4}]")
-	for _, flag := range []string{"--cluster-cidr", "--sync-period", "--iptables-sync-period", "--kube-api-qps"} {
-		wantWarning(t, o, "flag ignored because --config is given", flag)
-	}
-	for _, w := range o.warnings {
-		if s := fmt.Sprint(w.kv...); strings.Contains(s, "hostname-override") || strings.Contains(s, "--master") || strings.Contains(s, "--cleanup") || strings.Contains(s, "--takeover") || strings.Contains(s, "flag--v") {
-			t.Errorf("warned about a flag that applies: %s %v", w.msg, w.kv)
-		}
-	}
-}
-
-// TestFlagsWithoutConfig: without --config the kube-proxy flags set the same
-// configuration the file would, and the mode picks which sync-period flags count.
-func TestFlagsWithoutConfig(t *testing.T) {
-	for _, tc := range []struct {
-		name           string
-		args           []string
-		sync, minSync  time.Duration
-		masq           bool
-		healthz, metrs string
-	}{
-		{name: "iptables flags in blank mode", args: []string{"--iptables-sync-period=11s", "--iptables-min-sync-period=2s", "--ipvs-sync-period=99s"}, sync: 11 * time.Second, minSync: 2 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "iptables flags in nftables mode", args: []string{"--proxy-mode=nftables", "--iptables-sync-period=12s", "--masquerade-all"}, sync: 12 * time.Second, minSync: time.Second, masq: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "ipvs flags only in ipvs mode", args: []string{"--proxy-mode=ipvs", "--iptables-sync-period=12s", "--ipvs-sync-period=13s", "--ipvs-min-sync-period=3s"}, sync: 13 * time.Second, minSync: 3 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "svcproxy's --sync-period in any mode", args: []string{"--proxy-mode=ipvs", "--sync-period=14s", "--min-sync-period=4s"}, sync: 14 * time.Second, minSync: 4 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "deprecated port flags", args: []string{"--healthz-port=0", "--metrics-bind-address=127.0.0.2", "--metrics-port=10999"}, sync: 30 * time.Second, minSync: time.Second, metrs: "127.0.0.2:10999"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			silenceStderr(t)
-			o, err := parseFlags(tc.args)
-			if err != nil {
-				t.Fatal(err)
+			for _, c := range tc.check(l) {
+				if c.got != c.want {
+					t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+				}
 			}
-			want(t, "syncPeriod", o.syncPeriod, tc.sync)
-			want(t, "minSyncPeriod", o.minSyncPeriod, tc.minSync)
-			want(t, "masqueradeAll", o.masqueradeAll, tc.masq)
-			want(t, "healthzAddr", o.healthzAddr, tc.healthz)
-			want(t, "metricsAddr", o.metricsAddr, tc.metrs)
 		})
-	}
-	silenceStderr(t)
-	if _, err := parseFlags([]string{"--proxy-mode=nftables", "--sync-period=-1s"}); err == nil || !strings.Contains(err.Error(), `nftables.syncPeriod: Invalid value: "-1s"`) {
-		t.Errorf("negative --sync-period: got %v, want the nftables.syncPeriod error", err)
-	}
-	if _, err := parseFlags([]string{"--hostname-override", "  "}); err == nil || !strings.Contains(err.Error(), "empty hostname-override is invalid") {
-		t.Errorf("blank --hostname-override: got %v", err)
 	}
 }
 
@@ -314,14 +259,14 @@ func TestNotApplicableWarnings(t *testing.T) {
 		{name: "misc", body: "portRange: 1-2\nbindAddress: 10.0.0.5\n", want: []string{"portRange"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseFlags([]string{"--config", writeConfigFile(t, tc.body)})
+			l, err := load([]byte(configHeader + tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, w := range o.warnings {
-				if w.msg == "Configuration field has no effect in svcproxy" {
-					got = append(got, w.kv[1].(string))
+			for _, w := range l.warnings {
+				if w.Msg == "Configuration field has no effect in svcproxy" {
+					got = append(got, w.KV[1].(string))
 				}
 			}
 			sort.Strings(got)
@@ -374,27 +319,47 @@ func configFieldPaths(typ reflect.Type, prefix string) []string {
 	return out
 }
 
-func want[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Errorf("%s = %v, want %v", what, got, want)
-	}
+// loaded is a --config file as svcproxy runs with it: loaded, then checked.
+type loaded struct {
+	cfg      *kubeproxyconfig.KubeProxyConfiguration
+	gates    featuregate.FeatureGate
+	warnings []Warning
 }
 
-// wantWarning checks that some warning mentions all of parts.
-func wantWarning(t *testing.T, o *options, parts ...string) {
-	t.Helper()
-	for _, w := range o.warnings {
-		s := w.msg + " " + fmt.Sprint(w.kv...)
+// load does what svcproxy does with its --config file's content before it runs.
+func load(data []byte) (loaded, error) {
+	cfg, warnings, err := decode(data)
+	if err != nil {
+		return loaded{}, err
+	}
+	gates, more, err := Check(cfg)
+	return loaded{cfg: cfg, gates: gates, warnings: append(warnings, more...)}, err
+}
+
+// The settings of the configured mode's section.
+func (l loaded) sync() time.Duration    { s, _, _, _ := ModeSection(l.cfg); return s.Duration }
+func (l loaded) minSync() time.Duration { _, m, _, _ := ModeSection(l.cfg); return m.Duration }
+func (l loaded) masqueradeAll() bool    { _, _, m, _ := ModeSection(l.cfg); return *m }
+
+// warned reports whether some warning mentions all of parts.
+func (l loaded) warned(parts ...string) bool {
+	for _, w := range l.warnings {
+		s := w.Msg + " " + fmt.Sprint(w.KV...)
 		all := true
 		for _, p := range parts {
 			all = all && strings.Contains(s, p)
 		}
 		if all {
-			return
+			return true
 		}
 	}
-	t.Errorf("no warning mentions %q; warnings: %v", parts, o.warnings)
+	return false
+}
+
+// check is one value a test looks at.
+type check struct {
+	what      string
+	got, want any
 }
 
 // TestConfigFileNotReadable: --config names something that is not a small regular
@@ -407,7 +372,7 @@ func TestConfigFileNotReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.conf")
-	if err := os.WriteFile(big, []byte(configHeader+"#"+strings.Repeat("x", maxConfigBytes)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(big, []byte(configHeader+"#"+strings.Repeat("x", maxBytes)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	zeroLink := filepath.Join(dir, "zero.conf")
@@ -426,7 +391,7 @@ func TestConfigFileNotReadable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
-				_, err := parseFlags([]string{"--config", tc.path})
+				_, _, err := Load(tc.path)
 				done <- err
 			}()
 			select {
@@ -435,7 +400,7 @@ func TestConfigFileNotReadable(t *testing.T) {
 					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatal("parseFlags blocked for 5 s")
+				t.Fatal("Load blocked for 5 s")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -9,15 +9,15 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
-// errConfigChanged ends svcproxy when its --config file changes, as kube-proxy
+// ErrChanged ends svcproxy when its --config file changes, as kube-proxy
 // ends: the new configuration takes effect when the pod restarts.
-var errConfigChanged = errors.New("content of the proxy server's configuration file was updated")
+var ErrChanged = errors.New("content of the proxy server's configuration file was updated")
 
-// watchConfigFile cancels ctx with errConfigChanged once path's content stamp
+// WatchFile cancels ctx with ErrChanged once path's content stamp
 // (inode, size, mtime, mode; read through symlinks, so a ConfigMap volume's
 // `..data` swap counts) differs from the one at start. Polling, as for
 // --manifests: no inotify watch to lose when the link is replaced.
-func watchConfigFile(ctx context.Context, cancel context.CancelCauseFunc, path string, every time.Duration) {
+func WatchFile(ctx context.Context, cancel context.CancelCauseFunc, path string, every time.Duration) {
 	stamp := func() string {
 		info, err := os.Stat(path)
 		if err != nil {
@@ -35,7 +35,7 @@ func watchConfigFile(ctx context.Context, cancel context.CancelCauseFunc, path s
 				return
 			case <-t.C:
 				if stamp() != start {
-					cancel(errConfigChanged)
+					cancel(ErrChanged)
 					return
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,16 +9,16 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// writeConfig writes cfg as a kubeproxy.config.k8s.io/v1alpha1 YAML document, like
+// Write writes cfg as a kubeproxy.config.k8s.io/v1alpha1 YAML document, like
 // kube-proxy's --write-config-to; it is also the dry run that shows how svcproxy
 // read its flags and file.
-func writeConfig(cfg *kubeproxyconfig.KubeProxyConfiguration, path string) error {
-	codecs := configCodecs(serializer.EnableStrict)
-	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeYAML)
+func Write(cfg *kubeproxyconfig.KubeProxyConfiguration, path string) error {
+	cf := codecs(serializer.EnableStrict)
+	info, ok := runtime.SerializerInfoForMediaType(cf.SupportedMediaTypes(), runtime.ContentTypeYAML)
 	if !ok {
 		return fmt.Errorf("no YAML serializer")
 	}
-	data, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, kubeproxyconfig.SchemeGroupVersion), cfg)
+	data, err := runtime.Encode(cf.EncoderForVersion(info.Serializer, kubeproxyconfig.SchemeGroupVersion), cfg)
 	if err != nil {
 		return fmt.Errorf("encode configuration: %w", err)
 	}

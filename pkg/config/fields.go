@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"reflect"
@@ -34,7 +34,7 @@ const (
 // appliedFields are the KubeProxyConfiguration fields svcproxy acts on. Some are
 // also in inertFields, for the values it cannot honour.
 var appliedFields = []string{
-	"featureGates",       // the logging gates; others are warned about in parseFlags
+	"featureGates",       // the logging gates; others are warned about by Check
 	"clientConnection.*", // kubeconfig, content types (protobuf by default), QPS, burst
 	"logging",            // component-base: format (text, json), verbosity, vmodule, flush frequency, options
 	"hostnameOverride",
@@ -52,13 +52,13 @@ var appliedFields = []string{
 	"configSyncPeriod",            // accepted, nothing to do: no informer cache to resync (the trackers hold the only copy)
 	"nodePortAddresses",           // NodePorts and health check node ports on these addresses (default: all; primary in nftables mode)
 	"iptables.localhostNodePorts", // NodePorts on 127.0.0.1, in iptables or blank mode
-	// Written at start into the node's network namespace (conntrackTimeouts).
+	// Written at start into the node's network namespace (ConntrackTimeouts).
 	"conntrack.tcpEstablishedTimeout", "conntrack.tcpCloseWaitTimeout", "conntrack.tcpBeLiberal",
 	"conntrack.udpTimeout", "conntrack.udpStreamTimeout",
 }
 
-// conntrackTimeouts are the conntrack settings of c svcproxy writes, as kube-proxy.
-func conntrackTimeouts(c *kubeproxyconfig.KubeProxyConfiguration) conntrack.Timeouts {
+// ConntrackTimeouts are the conntrack settings of c svcproxy writes, as kube-proxy.
+func ConntrackTimeouts(c *kubeproxyconfig.KubeProxyConfiguration) conntrack.Timeouts {
 	t := conntrack.Timeouts{TCPBeLiberal: c.Conntrack.TCPBeLiberal, UDP: c.Conntrack.UDPTimeout.Duration, UDPStream: c.Conntrack.UDPStreamTimeout.Duration}
 	if c.Conntrack.TCPEstablishedTimeout != nil {
 		t.TCPEstablished = c.Conntrack.TCPEstablishedTimeout.Duration
@@ -73,28 +73,28 @@ func conntrackTimeouts(c *kubeproxyconfig.KubeProxyConfiguration) conntrack.Time
 // with every value).
 var inertFields = []inertField{
 	{path: "mode", why: "svcproxy always programs nftables", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.Mode },
-		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Mode == modeIPVS }},
+		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return c.Mode == ModeIPVS }},
 	{path: "showHiddenMetricsForVersion", why: "svcproxy hides no metrics", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.ShowHiddenMetricsForVersion }},
 	{path: "iptables.masqueradeBit", why: whyNoMarks, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.MasqueradeBit }},
 	{path: "iptables.localhostNodePorts", why: "kube-proxy's nftables mode never serves NodePorts on 127.0.0.1", value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.IPTables.LocalhostNodePorts },
-		inMode: only(modeNFTables)},
+		inMode: only(ModeNFTables)},
 	{path: "iptables.masqueradeAll", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.MasqueradeAll },
-		inMode: only(modeNFTables)},
+		inMode: only(ModeNFTables)},
 	{path: "iptables.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.SyncPeriod },
-		inMode: only(modeNFTables, modeIPVS)},
+		inMode: only(ModeNFTables, ModeIPVS)},
 	{path: "iptables.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPTables.MinSyncPeriod },
-		inMode: only(modeNFTables, modeIPVS)},
+		inMode: only(ModeNFTables, ModeIPVS)},
 	{path: "nftables.masqueradeBit", why: whyNoMarks, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return *c.NFTables.MasqueradeBit }},
 	{path: "nftables.masqueradeAll", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.MasqueradeAll },
-		inMode: only("", modeIPTables, modeIPVS)},
+		inMode: only("", ModeIPTables, ModeIPVS)},
 	{path: "nftables.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.SyncPeriod },
-		inMode: only("", modeIPTables, modeIPVS)},
+		inMode: only("", ModeIPTables, ModeIPVS)},
 	{path: "nftables.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.NFTables.MinSyncPeriod },
-		inMode: only("", modeIPTables, modeIPVS)},
+		inMode: only("", ModeIPTables, ModeIPVS)},
 	{path: "ipvs.syncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.SyncPeriod },
-		inMode: only("", modeIPTables, modeNFTables)},
+		inMode: only("", ModeIPTables, ModeNFTables)},
 	{path: "ipvs.minSyncPeriod", why: whyOtherMode, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.MinSyncPeriod },
-		inMode: only("", modeIPTables, modeNFTables)},
+		inMode: only("", ModeIPTables, ModeNFTables)},
 	{path: "ipvs.scheduler", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.Scheduler }},
 	{path: "ipvs.excludeCIDRs", why: whyIPVS, value: func(c *kubeproxyconfig.KubeProxyConfiguration) any { return c.IPVS.ExcludeCIDRs },
 		asks: func(c *kubeproxyconfig.KubeProxyConfiguration) bool { return len(c.IPVS.ExcludeCIDRs) > 0 }},
@@ -143,16 +143,16 @@ func positiveNot(d, def time.Duration) bool { return d > 0 && d != def }
 
 // notApplicable returns one warning per field of c that asks for something svcproxy
 // does not do.
-func notApplicable(c *kubeproxyconfig.KubeProxyConfiguration) []warning {
-	def := defaultConfig()
-	var out []warning
+func notApplicable(c *kubeproxyconfig.KubeProxyConfiguration) []Warning {
+	def := Default()
+	var out []Warning
 	for _, f := range inertFields {
 		if f.inMode != nil && !f.inMode(c.Mode) {
 			continue
 		}
 		asks := f.asks != nil && f.asks(c) || f.asks == nil && !reflect.DeepEqual(f.value(c), f.value(def))
 		if asks {
-			out = append(out, warning{msg: "Configuration field has no effect in svcproxy", kv: []any{"field", f.path, "value", f.value(c), "reason", f.why}})
+			out = append(out, Warning{Msg: "Configuration field has no effect in svcproxy", KV: []any{"field", f.path, "value", f.value(c), "reason", f.why}})
 		}
 	}
 	return out
