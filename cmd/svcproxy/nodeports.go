@@ -10,19 +10,16 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/events"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-// ReasonFailedHealthCheck is kube-proxy's Event reason on a Service whose health
-// check node port cannot be opened.
-const ReasonFailedHealthCheck = "FailedToStartServiceHealthcheck"
-
 // newHealthCheckServer is the health check node port server of Local Services:
 // a port that cannot be bound gets kube-proxy's Warning Event and counts in
 // svcproxy_healthcheck_nodeport_listen_failures_total.
-func newHealthCheckServer(reg prometheus.Registerer, events *Events, node string, health *proxy.Health) *healthcheck.Server {
+func newHealthCheckServer(reg prometheus.Registerer, recorder *events.Recorder, node string, health *proxy.Health) *healthcheck.Server {
 	failures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "svcproxy_healthcheck_nodeport_listen_failures_total",
 		Help: "Health check node ports of externalTrafficPolicy: Local Services that could not be opened (each Service, port and error once; retried every sync).",
@@ -32,7 +29,7 @@ func newHealthCheckServer(reg prometheus.Registerer, events *Events, node string
 		Healthy:        health.Healthy,
 		ListenFailures: failures,
 		OnListenError: func(svc endpoints.ServiceKey, port uint16, err error) {
-			events.Warn(svc.Namespace, svc.Name, ReasonFailedHealthCheck,
+			recorder.Warn(svc.Namespace, svc.Name, events.ReasonFailedHealthCheck,
 				fmt.Sprintf("node %s failed to start healthcheck %q on port %d: %v", node, svc.String(), port, err))
 		},
 	})

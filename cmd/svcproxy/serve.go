@@ -22,6 +22,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/events"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
@@ -73,9 +74,9 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	takeoverRemoved := newTakeoverMetric(reg)
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
-	events := &Events{} // log only until connected to a cluster
-	defer events.Shutdown()
-	hc := newHealthCheckServer(reg, events, nodeName(o), health)
+	recorder := &events.Recorder{} // log only until connected to a cluster
+	defer recorder.Shutdown()
+	hc := newHealthCheckServer(reg, recorder, nodeName(o), health)
 	hc.CloseOnDone(ctx)
 
 	mh, err := metricsHandler(reg, o)
@@ -122,7 +123,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		return fmt.Errorf("invalid configuration: %w", fatal)
 	}
 	fps := newFamilyProxies(ctx, o, env, families, proxyParts{
-		metrics: metrics, health: health, events: events, hc: hc, takeoverRemoved: takeoverRemoved,
+		metrics: metrics, health: health, events: recorder, hc: hc, takeoverRemoved: takeoverRemoved,
 	})
 	if node != nil {
 		fps.setZone(node.Zone()) // before the first sync, which then renders for it
@@ -139,7 +140,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if o.manifests != "" {
 		waitReady, err = watchManifests(ctx, o.manifests, trackerSet(fps.trackers()), metrics.ManifestErrors)
 	} else {
-		events.connect(client, nodeName(o), fps.serviceUID)
+		recorder.Connect(client.core, client.events, nodeName(o), fps.serviceUID)
 		waitReady, err = watchCluster(ctx, client, fps.trackers())
 	}
 	if err != nil {
@@ -150,7 +151,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.
-	events.Started(ctx)
+	recorder.Started(ctx)
 	for _, fp := range fps {
 		klog.InfoS("svcproxy started", "table", nftFamily(fp.family).String()+" "+proxy.TableName, "ipFamily", fp.family, "node", nodeName(o))
 	}
@@ -163,7 +164,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 type proxyParts struct {
 	metrics         *proxy.Metrics
 	health          *proxy.Health
-	events          *Events
+	events          *events.Recorder
 	hc              *healthcheck.Server
 	takeoverRemoved *prometheus.CounterVec
 }
@@ -195,7 +196,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 				parts.metrics.InvalidObjects.WithLabelValues(kind).Inc()
 			},
 			OnChange:   func() { fp.proxy.Trigger() },
-			OnConflict: conflictReporter(parts.events, conflicts.family(f), portConflicts.family(f)),
+			OnConflict: events.ConflictReporter(parts.events, conflicts.family(f), portConflicts.family(f)),
 			Counts:     parts.metrics,
 		})
 		cfg := proxy.Config{
@@ -218,7 +219,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 			cfg.OnSynced = onSynced(f)
 		}
 		cfg.OnRefused = func(svc endpoints.ServiceKey, err error) {
-			parts.events.Warn(svc.Namespace, svc.Name, ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())
+			parts.events.Warn(svc.Namespace, svc.Name, events.ReasonKernelRefused, "the kernel refuses this Service's rules; svcproxy retries every sync: "+err.Error())
 		}
 		fp.proxy = proxy.New(cfg)
 		fps = append(fps, fp)

@@ -1,4 +1,4 @@
-package main
+package events
 
 import (
 	"context"
@@ -35,10 +35,10 @@ func conflictService(name, uid string, created time.Time) *corev1.Service {
 func TestConflictEventOnTheLoser(t *testing.T) {
 	client := fake.NewClientset()
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
-	events := &Events{}
+	events := &Recorder{}
 	defer events.Shutdown()
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, gauge, prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"}))})
-	events.connect(fakeCluster(client), "node-a", trackerUID(tr))
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: ConflictReporter(events, gauge, prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"}))})
+	events.Connect(client.CoreV1(), client.EventsV1(), "node-a", trackerUID(tr))
 
 	t0 := time.Unix(1_700_000_000, 0)
 	old, young := conflictService("old", "u-old", t0), conflictService("young", "u-young", t0.Add(time.Minute))
@@ -73,8 +73,8 @@ func TestConflictEventOnTheLoser(t *testing.T) {
 // TestEventsWithoutClusterOnlyLog: in --manifests mode Warn must work without a
 // client (and a nil *Events is harmless).
 func TestEventsWithoutClusterOnlyLog(t *testing.T) {
-	(&Events{}).Warn("ns", "svc", "Reason", "message")
-	var e *Events
+	(&Recorder{}).Warn("ns", "svc", "Reason", "message")
+	var e *Recorder
 	e.Warn("ns", "svc", "Reason", "message")
 	e.Shutdown()
 }
@@ -83,9 +83,9 @@ func TestEventsWithoutClusterOnlyLog(t *testing.T) {
 // on this node's Node object.
 func TestStartedEventOnTheNode(t *testing.T) {
 	client := fake.NewClientset()
-	events := &Events{}
+	events := &Recorder{}
 	defer events.Shutdown()
-	events.connect(fakeCluster(client), "node-a", nil)
+	events.Connect(client.CoreV1(), client.EventsV1(), "node-a", nil)
 	events.Started(t.Context())
 
 	var got []eventsv1.Event
@@ -116,9 +116,9 @@ func TestStartedEventOnTheNode(t *testing.T) {
 // five minutes), not one per Warn.
 func TestServiceWarningsAreRateLimited(t *testing.T) {
 	client := fake.NewClientset()
-	events := &Events{}
+	events := &Recorder{}
 	defer events.Shutdown()
-	events.connect(fakeCluster(client), "node-a", nil)
+	events.Connect(client.CoreV1(), client.EventsV1(), "node-a", nil)
 	const warns = 60
 	for i := range warns {
 		events.Warn("ns", "web", ReasonKernelRefused, fmt.Sprintf("the kernel refuses this Service's rules: error %d", i))
@@ -197,10 +197,10 @@ func checkConflictEvent(t *testing.T, winner, loser *corev1.Service, reason, wan
 	client := fake.NewClientset()
 	services := prometheus.NewGauge(prometheus.GaugeOpts{Name: "s"})
 	ports := prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"})
-	events := &Events{}
+	events := &Recorder{}
 	defer events.Shutdown()
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: conflictReporter(events, services, ports)})
-	events.connect(fakeCluster(client), "node-a", trackerUID(tr))
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{OnConflict: ConflictReporter(events, services, ports)})
+	events.Connect(client.CoreV1(), client.EventsV1(), "node-a", trackerUID(tr))
 	tr.OnServiceAdd(loser)
 	tr.OnServiceAdd(winner)
 	tr.Take()
@@ -271,5 +271,13 @@ func TestExternalIPConflictEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkConflictEvent(t, tc.winner, tc.loser, ReasonExternalIPConflict, tc.wantMessage, 1, 0)
 		})
+	}
+}
+
+// trackerUID looks a Service's UID up in the tracker, for Events.
+func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
+	return func(namespace, name string) types.UID {
+		uid, _ := tr.ServiceUID(endpoints.ServiceKey{Namespace: namespace, Name: name})
+		return uid
 	}
 }

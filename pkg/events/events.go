@@ -1,4 +1,9 @@
-package main
+// Package events is what svcproxy tells users through the apiserver: Warning
+// Events on the Services it cannot serve as asked (address and port conflicts,
+// rules the kernel refuses, health check ports it cannot open), with their
+// reasons, and kube-proxy's start-up Event on the Node. Every Warning is logged
+// too, so that --manifests, without an apiserver, loses nothing.
+package events
 
 import (
 	"context"
@@ -32,6 +37,10 @@ const ReasonExternalIPConflict = "ExternalIPConflict"
 // ReasonKernelRefused is the Event reason on a Service whose rules the kernel refuses.
 const ReasonKernelRefused = "KernelRefused"
 
+// ReasonFailedHealthCheck is kube-proxy's Event reason on a Service whose health
+// check node port cannot be opened.
+const ReasonFailedHealthCheck = "FailedToStartServiceHealthcheck"
+
 // kube-proxy's start-up Event on its Node (cmd/kube-proxy/app/server.go, birthCry):
 // type Normal, reason "Starting", action "StartKubeProxy", no note. svcproxy sends
 // the same, so that whatever watches for kube-proxy's starts sees svcproxy's, with
@@ -41,33 +50,34 @@ const (
 	actionStartKubeProxy = "StartKubeProxy"
 )
 
-// Events records Warning Events about Services. Every Warn is logged; once connected
+// Recorder records Warning Events about Services. Every Warn is logged; once connected
 // to a cluster it is also sent to the apiserver as a core/v1 Event (source component
 // "svcproxy", host the node). With --manifests there is no apiserver: log only.
-type Events struct {
+type Recorder struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	uid         func(namespace, name string) types.UID
 	// nodeEvents sends the start-up Event through events.k8s.io/v1, as
-	// kube-proxy does (see startup_event.go).
+	// kube-proxy does (see startup.go).
 	nodeEvents typedeventsv1.EventsGetter
 	node       string
 }
 
-// connect sends later Warns to the apiserver too; uid supplies the Service's UID for
+// Connect sends later Warns to the apiserver too, as core/v1 Events, and the
+// start-up Event as an events.k8s.io/v1 one; uid supplies the Service's UID for
 // the Event's involvedObject (empty if unknown). Call it before anything may Warn.
-func (e *Events) connect(client cluster, node string, uid func(namespace, name string) types.UID) {
+func (e *Recorder) Connect(core typedcorev1.EventsGetter, nodeEvents typedeventsv1.EventsGetter, node string, uid func(namespace, name string) types.UID) {
 	e.broadcaster = record.NewBroadcaster()
-	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.core.Events("")})
+	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
 	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "svcproxy", Host: node})
 	e.uid = uid
-	e.nodeEvents = client.events
+	e.nodeEvents = nodeEvents
 	e.node = node
 }
 
 // Started records kube-proxy's start-up Event on this node's Node object, in the
 // background, until ctx ends.
-func (e *Events) Started(ctx context.Context) {
+func (e *Recorder) Started(ctx context.Context) {
 	if e == nil || e.nodeEvents == nil {
 		return
 	}
@@ -76,7 +86,7 @@ func (e *Events) Started(ctx context.Context) {
 
 // Warn records a Warning Event with reason and message on the Service namespace/name.
 // It never blocks: the broadcaster queues, aggregates repeats and retries.
-func (e *Events) Warn(namespace, name, reason, message string) {
+func (e *Recorder) Warn(namespace, name, reason, message string) {
 	klog.InfoS("Warning", "service", namespace+"/"+name, "reason", reason, "message", message)
 	if e == nil || e.recorder == nil {
 		return
@@ -89,26 +99,18 @@ func (e *Events) Warn(namespace, name, reason, message string) {
 }
 
 // Shutdown stops sending Events.
-func (e *Events) Shutdown() {
+func (e *Recorder) Shutdown() {
 	if e != nil && e.broadcaster != nil {
 		e.broadcaster.Shutdown()
 	}
 }
 
-// trackerUID looks a Service's UID up in the tracker, for Events.
-func trackerUID(tr *endpoints.Tracker) func(namespace, name string) types.UID {
-	return func(namespace, name string) types.UID {
-		uid, _ := tr.ServiceUID(endpoints.ServiceKey{Namespace: namespace, Name: name})
-		return uid
-	}
-}
-
-// conflictReporter turns the tracker's conflict changes into the conflicting-Services
+// ConflictReporter turns the tracker's conflict changes into the conflicting-Services
 // (which counts Services served without an external address too) and
 // conflicting-node-ports gauges, a log line, and for each new conflict one Warning
 // Event on the Service that is not proxied (or not on that node port or external
 // address), naming the one that keeps the address or port.
-func conflictReporter(events *Events, active, activeNodePorts gauge) func(endpoints.ConflictChange) {
+func ConflictReporter(events *Recorder, active, activeNodePorts interface{ Set(float64) }) func(endpoints.ConflictChange) {
 	return func(c endpoints.ConflictChange) {
 		active.Set(float64(c.Active))
 		activeNodePorts.Set(float64(c.ActiveNodePorts))
@@ -130,7 +132,7 @@ func conflictReporter(events *Events, active, activeNodePorts gauge) func(endpoi
 	}
 }
 
-func reportNodePortConflict(events *Events, c endpoints.ConflictChange) {
+func reportNodePortConflict(events *Recorder, c endpoints.ConflictChange) {
 	if c.Resolved {
 		klog.InfoS("Node port conflict over", "service", c.Service.Key.String(), "nodePort", c.NodePort.String())
 		return
@@ -144,7 +146,7 @@ func reportNodePortConflict(events *Events, c endpoints.ConflictChange) {
 			c.NodePort, c.WinnerUse, c.Winner, without))
 }
 
-func reportExternalIPConflict(events *Events, c endpoints.ConflictChange) {
+func reportExternalIPConflict(events *Recorder, c endpoints.ConflictChange) {
 	if c.Resolved {
 		klog.InfoS("External address conflict over", "service", c.Service.Key.String(), "address", c.External.String())
 		return
