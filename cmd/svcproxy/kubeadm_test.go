@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/pkg/node"
 )
 
 const kubeadmNodeName = "svcproxy-worker"
@@ -171,8 +172,8 @@ func TestKubeadmDaemonSetConfig(t *testing.T) {
 // that server with the token, asking for protobuf, and serve kube-proxy's metrics and
 // health addresses.
 func TestKubeadmDaemonSetReachesServer(t *testing.T) {
-	node := netnstest.New(t, "kubeadm")
-	l, err := node.Listen("tcp", "127.0.0.1:0")
+	ns := netnstest.New(t, "kubeadm")
+	l, err := ns.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestKubeadmDaemonSetReachesServer(t *testing.T) {
 	p := newKubeadmPod(t, api.URL, ca)
 	logPath := filepath.Join(t.TempDir(), "kube-proxy.log")
 	dumpLogOnFailure(t, "kube-proxy (svcproxy)", logPath)
-	startProcess(t, node, logPath, p.args...)
+	startProcess(t, ns, logPath, p.args...)
 
 	poll.Eventually(t, 10*time.Second, "a request to the kubeconfig's server", poll.NoError(func() error {
 		mu.Lock()
@@ -208,10 +209,10 @@ func TestKubeadmDaemonSetReachesServer(t *testing.T) {
 		}
 		return fmt.Errorf("requests so far: %+v", seen)
 	}))
-	client := node.HTTPClient(time.Second)
+	client := ns.HTTPClient(time.Second)
 	// The fake API server never returns the Node, so /healthz on 10256 starts only
-	// once nodeWait has passed, as kube-proxy's does.
-	poll.Eventually(t, nodeWait+10*time.Second, "kube-proxy's addresses served", poll.NoError(func() error {
+	// once node.Wait has passed, as kube-proxy's does.
+	poll.Eventually(t, node.Wait+10*time.Second, "kube-proxy's addresses served", poll.NoError(func() error {
 		for url, wantBody := range map[string]string{
 			"http://127.0.0.1:10249/proxyMode": "nftables",
 			"http://127.0.0.1:10249/healthz":   "ok",

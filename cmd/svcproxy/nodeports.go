@@ -12,6 +12,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/events"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
+	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
@@ -37,14 +38,14 @@ func newHealthCheckServer(reg prometheus.Registerer, recorder *events.Recorder, 
 
 // watchNodePortAddresses keeps the proxy's NodePort addresses and the health check
 // ports' listen addresses on what --nodeport-addresses selects among the node's
-// interface addresses, as these change. node (nil without a cluster) gives the
+// interface addresses, as these change. thisNode (nil without a cluster) gives the
 // primary IPs for the 'primary' keyword, with --bind-address, and their changes:
 // kube-proxy exits when they change, svcproxy selects again.
-func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, netNS int, fps familyProxies, hc *healthcheck.Server) error {
+func watchNodePortAddresses(ctx context.Context, o *options, thisNode *node.Watcher, netNS int, fps familyProxies, hc *healthcheck.Server) error {
 	primaryIPs := func() []netip.Addr {
 		var status []corev1.NodeAddress
-		if node != nil {
-			status = node.Addresses()
+		if thisNode != nil {
+			status = thisNode.Addresses()
 		}
 		return nodeaddr.PrimaryIPs(status, o.bindAddress)
 	}
@@ -62,7 +63,7 @@ func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, ne
 			hc.SetAddresses(fps.served(sel))
 		},
 	})
-	if err != nil || node == nil || !o.nodePorts.Primary {
+	if err != nil || thisNode == nil || !o.nodePorts.Primary {
 		return err
 	}
 	go func() {
@@ -70,7 +71,7 @@ func watchNodePortAddresses(ctx context.Context, o *options, node *nodeWatch, ne
 			select {
 			case <-ctx.Done():
 				return
-			case <-node.Changed():
+			case <-thisNode.Changed():
 				w.SetPrimary(primaryIPs())
 			}
 		}

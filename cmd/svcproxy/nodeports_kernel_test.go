@@ -18,6 +18,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
@@ -139,14 +140,14 @@ func TestPrimaryFollowsTheNode(t *testing.T) {
 
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "me"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}}}})
-	node := watchNode(t.Context(), fakeCluster(client), "me", 10*time.Second)
+	w := node.Watch(t.Context(), client.CoreV1(), client, "me", 10*time.Second)
 	o := &options{nodePorts: nodeaddr.Spec{Primary: true}, bindAddress: "0.0.0.0", syncPeriod: time.Hour}
 	p := proxy.New(proxy.Config{Tracker: endpoints.NewTracker(endpoints.TrackerOptions{}), Kernel: nft.NewFake()})
 	hc := healthcheck.New(healthcheck.Config{Listen: ns.Listen})
 	defer hc.Close()
 	hc.Sync(map[endpoints.ServiceKey]healthcheck.Service{{Namespace: "default", Name: "web"}: {NodePort: 32100, LocalEndpoints: 1}})
 	// The watcher's netlink sockets open in the namespace, and stay there.
-	if err := netns.Do(ns.Path(), func() error { return watchNodePortAddresses(t.Context(), o, &node, 0, familyProxies{{proxy: p}}, hc) }); err != nil {
+	if err := netns.Do(ns.Path(), func() error { return watchNodePortAddresses(t.Context(), o, &w, 0, familyProxies{{proxy: p}}, hc) }); err != nil {
 		t.Fatal(err)
 	}
 	answers := func(addr string, want bool) {

@@ -18,6 +18,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
@@ -94,12 +95,12 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 	dir := fs.StringP("filename", "f", "", "Directory of Service and EndpointSlice YAML files (default: the embedded seed example).")
 	cidr := fs.String("cluster-cidr", "", "Pod CIDR, or one per family (IPv4,IPv6); service traffic from outside it is masqueraded.")
 	masqAll := fs.Bool("masquerade-all", false, "Masquerade all service traffic.")
-	var node offlineNode
-	addOfflineNodeFlags(fs, &node)
+	var self offlineNode
+	addOfflineNodeFlags(fs, &self)
 	if err := fs.Parse(args); err != nil {
 		return nil, offlineArgs{}, 2
 	}
-	local, sel, err := node.resolve()
+	local, sel, err := self.resolve()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return nil, offlineArgs{}, 2
@@ -119,15 +120,15 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 	var tables []offlineTable
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
 		opts := proxy.Options{Family: f, MasqueradeAll: *masqAll, ClusterCIDR: config.ClusterCIDRFor(*cidr, f),
-			NodeName: strings.ToLower(strings.TrimSpace(node.name)), LocalhostNodePorts: node.localhost && f == endpoints.IPv4}
+			NodeName: strings.ToLower(strings.TrimSpace(self.name)), LocalhostNodePorts: self.localhost && f == endpoints.IPv4}
 		tr := endpoints.NewTracker(endpoints.TrackerOptions{Family: f, OnInvalid: func(kind, ns, name, reason string) {
 			fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s (%s): %s\n", kind, ns, name, f, reason)
 		}})
 		feed(tr, objs, nil)
 		snap, _, _ := tr.Take()
-		if f != endpoints.IPv4 && !proxyRenders(f) {
+		if f != endpoints.IPv4 && !node.Renders(f) {
 			if snap.PortCount() > 0 {
-				fmt.Fprintf(os.Stderr, "not rendering %d %s service ports: this build of svcproxy renders no %s table\n", snap.PortCount(), f, nftFamily(f))
+				fmt.Fprintf(os.Stderr, "not rendering %d %s service ports: this build of svcproxy renders no %s table\n", snap.PortCount(), f, proxy.TableFamily(f))
 			}
 			continue
 		}
@@ -141,7 +142,7 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 		proxy.ServeNodePortsOn(r, opts, na)
 		tables = append(tables, offlineTable{family: f, ruleset: r, services: snap.PortCount()})
 	}
-	return tables, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(node.ips) > 0}, 0
+	return tables, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(self.ips) > 0}, 0
 }
 
 // offlineArgs is what trace needs besides the ruleset.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/node"
 )
 
 // TestRenderSkipsBadDocuments: a document that does not decode is reported on
@@ -63,7 +64,7 @@ func TestRenderDualStack(t *testing.T) {
 	if strings.Contains(v4, "fd00:") {
 		t.Errorf("IPv4 table has IPv6 addresses:\n%s", v4)
 	}
-	if !proxyRenders(endpoints.IPv6) {
+	if !node.Renders(endpoints.IPv6) {
 		// Until pkg/proxy renders ip6 tables, render says what it left out.
 		if !strings.Contains(errOut, "not rendering 1 IPv6 service ports") || v6 != "" {
 			t.Errorf("want the IPv6 port reported on stderr and no ip6 table; stderr:\n%s\nstdout:\n%s", errOut, out)

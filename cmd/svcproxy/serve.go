@@ -25,6 +25,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/events"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
@@ -55,7 +56,7 @@ func nodeEnv(sysctlDir string) serveEnv {
 	return serveEnv{
 		kernel:    func(endpoints.Family) nft.Kernel { return &nft.Netlink{} },
 		conntrack: func() (*conntrack.Cleaner, error) { return conntrack.New(0) },
-		usable:    familyUsable,
+		usable:    node.FamilyUsable,
 		// In the namespace svcproxy runs in (best effort where /proc/sys is
 		// read-only: a pod that is not privileged, without deploy/'s mount).
 		setSysctl: tolerateReadOnlyProcSys(proxy.WriteProcSysUnder(sysctlDir)),
@@ -88,17 +89,17 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	}
 
 	var client cluster
-	var node *nodeWatch // this node's Node object (nil without a cluster)
+	var thisNode *node.Watcher // this thisNode's Node object (nil without a cluster)
 	if o.manifests == "" {
 		if client, err = clusterClient(o); err != nil {
 			return err
 		}
-		// Like kube-proxy, /healthz answers once this node's Node is known
-		// (or nodeWait passed), so that its first answer is right; the Node's
+		// Like kube-proxy, /healthz answers once this thisNode's Node is known
+		// (or node.Wait passed), so that its first answer is right; the Node's
 		// addresses also give the primary IP family.
-		nw := watchNode(ctx, client, nodeName(o), nodeWait)
-		node = &nw
-		health.SetNodeEligible(node.Eligible)
+		nw := node.Watch(ctx, client.core, client.watchList, nodeName(o), node.Wait)
+		thisNode = &nw
+		health.SetNodeEligible(thisNode.Eligible)
 	}
 	if env.setSysctl != nil {
 		// As kube-proxy at start; its failure is logged, not fatal: the
@@ -108,10 +109,10 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		}
 	}
 	var status []corev1.NodeAddress
-	if node != nil {
-		status = node.Addresses()
+	if thisNode != nil {
+		status = thisNode.Addresses()
 	}
-	families, err := servedFamilies(primaryFamily(status, o.bindAddress), env.usable)
+	families, err := node.ServedFamilies(node.PrimaryFamily(status, o.bindAddress), env.usable)
 	if err != nil {
 		return err
 	}
@@ -125,9 +126,9 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	fps := newFamilyProxies(ctx, o, env, families, proxyParts{
 		metrics: metrics, health: health, events: recorder, hc: hc, takeoverRemoved: takeoverRemoved,
 	})
-	if node != nil {
-		fps.setZone(node.Zone()) // before the first sync, which then renders for it
-		go followZone(ctx, *node, fps.setZone)
+	if thisNode != nil {
+		fps.setZone(thisNode.Zone()) // before the first sync, which then renders for it
+		go thisNode.FollowZone(ctx, fps.setZone)
 	}
 	if env.started != nil {
 		env.started(fps)
@@ -147,19 +148,19 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		return err
 	}
 	// Before the first sync, so that it already serves NodePorts where it should.
-	if err := watchNodePortAddresses(ctx, o, node, env.netNS, fps, hc); err != nil {
+	if err := watchNodePortAddresses(ctx, o, thisNode, env.netNS, fps, hc); err != nil {
 		return err
 	}
 	// kube-proxy's "birth cry": after the informers start, before the sync loop.
 	recorder.Started(ctx)
 	for _, fp := range fps {
-		klog.InfoS("svcproxy started", "table", nftFamily(fp.family).String()+" "+proxy.TableName, "ipFamily", fp.family, "node", nodeName(o))
+		klog.InfoS("svcproxy started", "table", proxy.TableFamily(fp.family).String()+" "+proxy.TableName, "ipFamily", fp.family, "thisNode", nodeName(o))
 	}
 	return fps.run(ctx, waitReady)
 }
 
 // proxyParts are what every family's proxy shares: one metrics registry, one
-// health (/healthz, /livez), one Event recorder, one health check node port
+// health (/healthz, /livez), one Event recorder, one health check thisNode port
 // server, one takeover.
 type proxyParts struct {
 	metrics         *proxy.Metrics
@@ -231,14 +232,14 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 // --takeover=false, what kube-proxy left.
 func cleanup(ctx context.Context, o *options, env serveEnv) error {
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
-		err := env.kernel(f).DeleteTable(ctx, nftFamily(f), proxy.TableName)
+		err := env.kernel(f).DeleteTable(ctx, proxy.TableFamily(f), proxy.TableName)
 		if f == endpoints.IPv6 && errors.Is(err, unix.EAFNOSUPPORT) {
 			continue // a kernel without ip6 nf_tables holds no such table
 		}
 		if err != nil {
 			return fmt.Errorf("cleanup: %w", err)
 		}
-		klog.InfoS("Removed svcproxy's nftables table", "table", nftFamily(f).String()+" "+proxy.TableName)
+		klog.InfoS("Removed svcproxy's nftables table", "table", proxy.TableFamily(f).String()+" "+proxy.TableName)
 	}
 	// Like kube-proxy --cleanup, which removes every mode's rules; with
 	// --takeover=false only ours, for the way back once kube-proxy serves.

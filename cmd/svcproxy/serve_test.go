@@ -11,6 +11,8 @@ import (
 	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/node"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
 // TestServeDualStackManifests: serve on a manifests directory holding a
@@ -47,7 +49,7 @@ func TestServeDualStackManifests(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no proxies within 10 s")
 	}
-	if got := familiesString([]endpoints.Family{fps[0].family, fps[len(fps)-1].family}); len(fps) != 2 || got != "[IPv4 IPv6]" {
+	if got := fmt.Sprint([]endpoints.Family{fps[0].family, fps[len(fps)-1].family}); len(fps) != 2 || got != "[IPv4 IPv6]" {
 		t.Fatalf("%d proxies, families %s; want two, [IPv4 IPv6]", len(fps), got)
 	}
 	for f, k := range kernels {
@@ -72,7 +74,7 @@ func TestServeDualStackManifests(t *testing.T) {
 		want, absent := v4, v6
 		if fp.family == endpoints.IPv6 {
 			want, absent = v6, v4
-			if !proxyRenders(endpoints.IPv6) {
+			if !node.Renders(endpoints.IPv6) {
 				// Until pkg/proxy renders ip6 tables its IPv6 ruleset holds no
 				// IPv6 elements; the tracker split and the options still show.
 				want = []string{"fd00:244::/56"}
@@ -105,7 +107,7 @@ func TestServeDualStackManifests(t *testing.T) {
 		if snap.PortCount() != wantPorts {
 			t.Errorf("%s tracker: %d service ports, want %d", fp.family, snap.PortCount(), wantPorts)
 		}
-		if proxyRenders(endpoints.IPv6) && fp.proxy.Desired().Family != nftFamily(fp.family) {
+		if node.Renders(endpoints.IPv6) && fp.proxy.Desired().Family != proxy.TableFamily(fp.family) {
 			t.Errorf("%s proxy renders table family %s", fp.family, fp.proxy.Desired().Family)
 		}
 	}

@@ -12,27 +12,9 @@ import (
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/poll"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
-
-// TestProbeTable: the IPv6 probe creates `ip6 svcproxy` in the namespace, and
-// leaves an existing one (and what is in it) alone.
-func TestProbeTable(t *testing.T) {
-	ns := netnstest.New(t, "probe6")
-	if err := probeTable(endpoints.IPv6, ns.Fd); err != nil {
-		t.Fatalf("probe: %v", err)
-	}
-	if out := ns.MustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "table ip6 "+proxy.TableName {
-		t.Fatalf("tables after the probe: %q", out)
-	}
-	ns.MustRun(t, "nft", "add", "chain", "ip6", proxy.TableName, "services")
-	if err := probeTable(endpoints.IPv6, ns.Fd); err != nil {
-		t.Fatalf("second probe: %v", err)
-	}
-	if out := ns.MustRun(t, "nft", "list", "table", "ip6", proxy.TableName); !strings.Contains(out, "chain services") {
-		t.Fatalf("the probe changed an existing table:\n%s", out)
-	}
-}
 
 // TestCleanupBothFamilies: --cleanup deletes svcproxy's ip and ip6 tables, and
 // nothing else.
@@ -56,7 +38,7 @@ func TestCleanupBothFamilies(t *testing.T) {
 // TestDualStackNode runs the binary on the dual-stack manifests in a namespace:
 // both tables are programmed, each with its own family's ClusterIP.
 func TestDualStackNode(t *testing.T) {
-	if !proxyRenders(endpoints.IPv6) {
+	if !node.Renders(endpoints.IPv6) {
 		t.Skip("pkg/proxy renders no ip6 table in this build (wip/v6core)")
 	}
 	node := netnstest.New(t, "dual")

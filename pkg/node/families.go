@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"errors"
@@ -17,10 +17,10 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-// primaryFamily is kube-proxy's primary IP family (detectNodeIPs): that of a
+// PrimaryFamily is kube-proxy's primary IP family (detectNodeIPs): that of a
 // --bind-address other than 0.0.0.0/::, else that of the Node's primary IP,
 // else IPv4.
-func primaryFamily(status []corev1.NodeAddress, bindAddress string) endpoints.Family {
+func PrimaryFamily(status []corev1.NodeAddress, bindAddress string) endpoints.Family {
 	if bind, err := netip.ParseAddr(bindAddress); err == nil && !bind.IsUnspecified() {
 		return endpoints.FamilyOf(bind)
 	}
@@ -30,12 +30,12 @@ func primaryFamily(status []corev1.NodeAddress, bindAddress string) endpoints.Fa
 	return endpoints.IPv4
 }
 
-// servedFamilies are the IP families this node serves, primary first: the
+// ServedFamilies are the IP families this node serves, primary first: the
 // primary one, which must be usable, and the other one too when it is, as
 // kube-proxy runs dual-stack whenever the node supports both families (and
 // logs why not otherwise). A cluster that has no Service of the second
 // family costs an empty table.
-func servedFamilies(primary endpoints.Family, usable func(endpoints.Family) error) ([]endpoints.Family, error) {
+func ServedFamilies(primary endpoints.Family, usable func(endpoints.Family) error) ([]endpoints.Family, error) {
 	if err := usable(primary); err != nil {
 		return nil, fmt.Errorf("no support for primary IP family %s: %w", primary, err)
 	}
@@ -48,19 +48,19 @@ func servedFamilies(primary endpoints.Family, usable func(endpoints.Family) erro
 	return []endpoints.Family{primary, other}, nil
 }
 
-// familyUsable is the real node's check that family f can be served. IPv4 always
+// FamilyUsable is the real node's check that family f can be served. IPv4 always
 // is, as in kube-proxy's nftables mode (a kernel without it fails the first
 // sync, loudly). IPv6: the kernel has it (/proc/net/if_inet6 exists and
 // net.ipv6.conf.all.disable_ipv6 is not 1, kube-proxy's check), pkg/proxy
 // renders it, and nf_tables takes an ip6 table in this network namespace.
-func familyUsable(f endpoints.Family) error {
+func FamilyUsable(f endpoints.Family) error {
 	if f == endpoints.IPv4 {
 		return nil
 	}
 	if err := ipv6Enabled("/proc"); err != nil {
 		return err
 	}
-	if !proxyRenders(f) {
+	if !Renders(f) {
 		return fmt.Errorf("this build of svcproxy renders no %s table", nftFamily(f))
 	}
 	return probeTable(f, 0)
@@ -78,13 +78,15 @@ func ipv6Enabled(procRoot string) error {
 	return nil
 }
 
-// proxyRenders reports whether pkg/proxy puts family f's rules in f's own
+// Renders reports whether pkg/proxy puts family f's rules in f's own
 // table: two proxies rendering the same table would undo each other's work.
-func proxyRenders(f endpoints.Family) bool {
+func Renders(f endpoints.Family) bool {
 	r := proxy.RenderAll(endpoints.Snapshot{}, proxy.Options{Family: f})
 	return r.Family == nftFamily(f)
 }
 
+// nftFamily is the table family f's rules belong in, said independently of
+// pkg/proxy (whose proxy.TableFamily is what Renders checks).
 func nftFamily(f endpoints.Family) nft.Family {
 	if f == endpoints.IPv6 {
 		return nft.FamilyIPv6

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"testing"
@@ -25,7 +25,7 @@ func TestNodeEligible(t *testing.T) {
 		{"other taint", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.kubernetes.io/not-ready"}}}}, true},
 	}
 	for _, tc := range tests {
-		if got := nodeEligible(tc.node); got != tc.want {
+		if got := Eligible(tc.node); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -33,7 +33,7 @@ func TestNodeEligible(t *testing.T) {
 
 func TestWatchNodeEligible(t *testing.T) {
 	client := fake.NewClientset()
-	eligible := watchNode(t.Context(), fakeCluster(client), "n1", 100*time.Millisecond).Eligible
+	eligible := Watch(t.Context(), client.CoreV1(), client, "n1", 100*time.Millisecond).Eligible
 	if eligible() {
 		t.Fatal("eligible before the Node exists")
 	}
@@ -58,7 +58,7 @@ func TestWatchNodeWaitsForTheNode(t *testing.T) {
 		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
 	}()
 	start := time.Now()
-	if eligible := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second).Eligible; !eligible() {
+	if eligible := Watch(t.Context(), client.CoreV1(), client, "n1", 10*time.Second).Eligible; !eligible() {
 		t.Errorf("not eligible once the Node exists (returned after %v)", time.Since(start))
 	}
 }
@@ -72,31 +72,31 @@ func TestWatchNodeAddresses(t *testing.T) {
 		_, _ = client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}}}}, metav1.CreateOptions{})
 	}()
-	w := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second)
+	w := Watch(t.Context(), client.CoreV1(), client, "n1", 10*time.Second)
 	if got := w.Addresses(); len(got) != 1 || got[0].Address != "172.18.0.3" {
 		t.Errorf("Addresses() = %v, want the InternalIP 172.18.0.3", got)
 	}
-	if got := watchNode(t.Context(), fakeCluster(client), "n2", 100*time.Millisecond).Addresses(); got != nil {
+	if got := Watch(t.Context(), client.CoreV1(), client, "n2", 100*time.Millisecond).Addresses(); got != nil {
 		t.Errorf("Addresses() of an unknown Node = %v, want nil", got)
 	}
 }
 
 // The zone label is followed live: set, changed and removed, each reaches the
-// proxy (through followZone's setter) without a restart.
+// proxy (through FollowZone's setter) without a restart.
 func TestFollowZone(t *testing.T) {
 	client := fake.NewClientset()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}
 	if _, err := client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w := watchNode(t.Context(), fakeCluster(client), "n1", 10*time.Second)
+	w := Watch(t.Context(), client.CoreV1(), client, "n1", 10*time.Second)
 	if got := w.Zone(); got != "zone-a" {
 		t.Fatalf("Zone() = %q, want zone-a", got)
 	}
 	zones := make(chan string, 16)
-	go followZone(t.Context(), w, func(z string) { zones <- z })
+	go w.FollowZone(t.Context(), func(z string) { zones <- z })
 	// Addresses are followed through the other channel: draining it must not hide
-	// a zone change from followZone.
+	// a zone change from FollowZone.
 	go func() {
 		for range w.Changed() {
 		}

@@ -1,4 +1,8 @@
-package main
+// Package node is what svcproxy knows about the node it runs on: its Node
+// object, watched (kube-proxy's eligibility rule for /healthz, the zone for
+// topology hints, the addresses for NodePort 'primary'), and the IP families it
+// serves (the primary one, and the other when the kernel and nf_tables take it).
+package node
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -18,10 +23,10 @@ import (
 // toBeDeletedTaint is the cluster autoscaler's taint on a node it is removing.
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
-// nodeEligible is kube-proxy's rule for /healthz's nodeEligible: load balancers
+// Eligible is kube-proxy's rule for /healthz's nodeEligible: load balancers
 // should stop sending traffic to a node that is unknown, being deleted, or about
 // to be removed by the cluster autoscaler.
-func nodeEligible(n *corev1.Node) bool {
+func Eligible(n *corev1.Node) bool {
 	if n == nil || n.DeletionTimestamp != nil {
 		return false
 	}
@@ -33,12 +38,12 @@ func nodeEligible(n *corev1.Node) bool {
 	return true
 }
 
-// nodeWait is how long kube-proxy waits at start for its Node to show up (its
+// Wait is how long kube-proxy waits at start for its Node to show up (its
 // NodeManager's wait for the node's IPs) before going on without it.
-const nodeWait = 30 * time.Second
+const Wait = 30 * time.Second
 
-// nodeWatch is this node's Node object as an informer sees it.
-type nodeWatch struct {
+// Watcher is this node's Node object as an informer sees it.
+type Watcher struct {
 	get func() (*corev1.Node, bool)
 	// changed and zoneChanged are signalled (without blocking) when the Node is
 	// added or updated: one channel per follower, so that neither misses a change.
@@ -46,28 +51,29 @@ type nodeWatch struct {
 }
 
 // Changed is signalled whenever the Node may have changed; read Addresses then.
-func (w nodeWatch) Changed() <-chan struct{} { return w.changed }
+func (w Watcher) Changed() <-chan struct{} { return w.changed }
 
-// Eligible is nodeEligible of the Node's latest version (false while unknown).
-func (w nodeWatch) Eligible() bool {
+// Eligible is Eligible of the Node's latest version (false while unknown).
+func (w Watcher) Eligible() bool {
 	n, ok := w.get()
-	return ok && nodeEligible(n)
+	return ok && Eligible(n)
 }
 
 // Zone is the Node's topology.kubernetes.io/zone label now ("" while unknown or
 // unlabelled): EndpointSlice zone hints name it.
-func (w nodeWatch) Zone() string {
+func (w Watcher) Zone() string {
 	if n, ok := w.get(); ok {
 		return n.Labels[corev1.LabelTopologyZone]
 	}
 	return ""
 }
 
-// followZone gives set the Node's zone after every change of the Node, until ctx
-// ends (the caller sets the first one before the first sync); set is expected to ignore an unchanged zone (proxy.SetZone does). A zone
+// FollowZone gives set the Node's zone after every change of the Node, until ctx
+// ends (the caller sets the first one before the first sync); set is expected
+// to ignore an unchanged zone (proxy.SetZone does). A zone
 // change is rare (a relabelled node) but re-renders every Service: kube-proxy
 // follows it the same way (NodeTopologyConfig), without a restart.
-func followZone(ctx context.Context, w nodeWatch, set func(zone string)) {
+func (w Watcher) FollowZone(ctx context.Context, set func(zone string)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,17 +86,19 @@ func followZone(ctx context.Context, w nodeWatch, set func(zone string)) {
 
 // Addresses are the Node's status addresses now (nil while unknown), from which
 // the primary IPs of --nodeport-addresses=primary come.
-func (w nodeWatch) Addresses() []corev1.NodeAddress {
+func (w Watcher) Addresses() []corev1.NodeAddress {
 	if n, ok := w.get(); ok {
 		return n.Status.Addresses
 	}
 	return nil
 }
 
-// watchNode watches this node's Node object. Like kube-proxy's NodeManager, it
-// returns once the informer has synced and the Node exists, or wait has passed.
-func watchNode(ctx context.Context, client cluster, name string, wait time.Duration) nodeWatch {
-	informer := nodeInformer(client, name)
+// Watch watches the Node called name. Like kube-proxy's NodeManager, it returns
+// once the informer has synced and the Node exists, or wait has passed.
+// watchList is what client-go's reflector asks whether the client can stream
+// lists (nil: it can; a fake Clientset says it cannot).
+func Watch(ctx context.Context, nodes typedcorev1.NodesGetter, watchList any, name string, wait time.Duration) Watcher {
+	informer := nodeInformer(nodes, watchList, name)
 	changed, zoneChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	signal := func() {
 		for _, c := range []chan struct{}{changed, zoneChanged} {
@@ -121,25 +129,25 @@ func watchNode(ctx context.Context, client cluster, name string, wait time.Durat
 	if _, ok := get(); !ok {
 		klog.InfoS("This node's Node object is not known yet; /healthz says the node is not eligible until it is, and NodePort address 'primary' falls back to --bind-address", "node", name)
 	}
-	return nodeWatch{get: get, changed: changed, zoneChanged: zoneChanged}
+	return Watcher{get: get, changed: changed, zoneChanged: zoneChanged}
 }
 
 // nodeInformer is the informer client-go's factory builds for core/v1 Nodes
 // (namespace index, 15 min resync), restricted to the Node called name: the
 // same List and Watch calls as before, and as RBAC allows.
-func nodeInformer(client cluster, name string) cache.SharedIndexInformer {
+func nodeInformer(nodes typedcorev1.NodesGetter, watchList any, name string) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			lo.FieldSelector = selector
-			return client.core.Nodes().List(ctx, lo)
+			return nodes.Nodes().List(ctx, lo)
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			lo.FieldSelector = selector
-			return client.core.Nodes().Watch(ctx, lo)
+			return nodes.Nodes().Watch(ctx, lo)
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client.watchList), &corev1.Node{},
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, watchList), &corev1.Node{},
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod: 15 * time.Minute,
 			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},

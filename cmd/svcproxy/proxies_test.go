@@ -1,0 +1,99 @@
+package main
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
+	"github.com/svcproxy/svcproxy/pkg/healthcheck"
+	"github.com/svcproxy/svcproxy/pkg/proxy"
+)
+
+// TestDualStackFlags: kube-proxy's validation of --cluster-cidr, and
+// --nodeport-addresses with CIDRs of both families and primary.
+func TestDualStackFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "dual-stack pair", args: []string{"--cluster-cidr", "10.244.0.0/16,fd00:244::/56"}},
+		{name: "IPv6 only", args: []string{"--cluster-cidr", "fd00:244::/56"}},
+		{name: "two IPv6 CIDRs", args: []string{"--cluster-cidr", "fd00:1::/56,fd00:2::/56"},
+			wantErr: `clusterCIDR: Invalid value: "fd00:1::/56,fd00:2::/56": must be a either a single CIDR or dual-stack pair of CIDRs`},
+		{name: "three CIDRs", args: []string{"--cluster-cidr", "10.1.0.0/16,fd00::/56,10.2.0.0/16"},
+			wantErr: `must be a either a single CIDR or dual-stack pair of CIDRs`},
+		{name: "nodeport addresses of both families and primary", args: []string{"--nodeport-addresses", "10.0.0.0/8,fd00::/64,primary"}},
+		{name: "bad IPv6 nodeport CIDR", args: []string{"--nodeport-addresses", "fd00::/129"}, wantErr: `nodePortAddresses[0]: Invalid value: "fd00::/129"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			silenceStderr(t)
+			_, err := parseFlags(tc.args)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("parseFlags(%q) = %v, want %q", tc.args, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestHealthCheckMerge: a dual-stack Local Service has one health check node
+// port; it answers with the larger family's local endpoint count.
+func TestHealthCheckMerge(t *testing.T) {
+	web := endpoints.ServiceKey{Namespace: "default", Name: "web"}
+	v4only := endpoints.ServiceKey{Namespace: "default", Name: "v4"}
+	got := mergeHealthChecks(map[endpoints.Family]map[endpoints.ServiceKey]proxy.HealthCheckService{
+		endpoints.IPv4: {web: {NodePort: 32100, LocalEndpoints: 1}, v4only: {NodePort: 32101, LocalEndpoints: 0}},
+		endpoints.IPv6: {web: {NodePort: 32100, LocalEndpoints: 2}},
+	})
+	want := map[endpoints.ServiceKey]healthcheck.Service{web: {NodePort: 32100, LocalEndpoints: 2}, v4only: {NodePort: 32101}}
+	if len(got) != len(want) || got[web] != want[web] || got[v4only] != want[v4only] {
+		t.Errorf("merged = %v, want %v", got, want)
+	}
+}
+
+// TestTakeoverAfterEveryFamilySynced: kube-proxy's rules go only once both
+// families' tables serve.
+func TestTakeoverAfterEveryFamilySynced(t *testing.T) {
+	calls := 0
+	synced := allSynced([]endpoints.Family{endpoints.IPv4, endpoints.IPv6}, func() { calls++ })
+	v4, v6 := synced(endpoints.IPv4), synced(endpoints.IPv6)
+	v4()
+	v4()
+	if calls != 0 {
+		t.Fatalf("takeover after the IPv4 sync alone")
+	}
+	v6()
+	if calls != 1 {
+		t.Fatalf("takeover calls after both synced = %d, want 1", calls)
+	}
+	v4() // later syncs keep calling: takeoverAfterSync retries a failed takeover and stops once done
+	if calls != 2 {
+		t.Fatalf("calls = %d, want 2", calls)
+	}
+}
+
+func TestParsePacketIPv6(t *testing.T) {
+	for _, tc := range []struct {
+		pos     []string
+		dst     string
+		port    uint16
+		wantErr string
+	}{
+		{pos: []string{"fd00:244::9", "[fd00:96::20]:80"}, dst: "fd00:96::20", port: 80},
+		{pos: []string{"fd00:244::9", "[fd00:96::20]:53/udp"}, dst: "fd00:96::20", port: 53},
+		{pos: []string{"fd00:244::9", "fd00:96::20:80"}, wantErr: "in brackets"},
+		{pos: []string{"10.244.2.9", "10.96.0.10:80"}, dst: "10.96.0.10", port: 80},
+	} {
+		pkt, err := parsePacket(tc.pos)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parsePacket(%q) = %v, want %q", tc.pos, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || pkt.Dst != netip.MustParseAddr(tc.dst) || pkt.DPort != tc.port {
+			t.Errorf("parsePacket(%q) = %+v, %v; want %s port %d", tc.pos, pkt, err, tc.dst, tc.port)
+		}
+	}
+}
