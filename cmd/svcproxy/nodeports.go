@@ -21,14 +21,9 @@ import (
 // a port that cannot be bound gets kube-proxy's Warning Event and counts in
 // svcproxy_healthcheck_nodeport_listen_failures_total.
 func newHealthCheckServer(reg prometheus.Registerer, recorder *events.Recorder, node string, health *proxy.Health) *healthcheck.Server {
-	failures := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "svcproxy_healthcheck_nodeport_listen_failures_total",
-		Help: "Health check node ports of externalTrafficPolicy: Local Services that could not be opened (each Service, port and error once; retried every sync).",
-	})
-	reg.MustRegister(failures)
 	return healthcheck.New(healthcheck.Config{
 		Healthy:        health.Healthy,
-		ListenFailures: failures,
+		ListenFailures: healthcheck.NewListenFailures(reg),
 		OnListenError: func(svc endpoints.ServiceKey, port uint16, err error) {
 			recorder.Warn(svc.Namespace, svc.Name, events.ReasonFailedHealthCheck,
 				fmt.Sprintf("node %s failed to start healthcheck %q on port %d: %v", node, svc.String(), port, err))
