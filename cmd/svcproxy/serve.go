@@ -72,7 +72,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
-	takeoverRemoved := newTakeoverMetric(reg)
+	takeoverRemoved := takeover.NewRemovedObjects(reg)
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
 	recorder := &events.Recorder{} // log only until connected to a cluster

@@ -47,29 +47,11 @@ func (b *invertedBool) Set(s string) error {
 	return nil
 }
 
-// newTakeoverMetric registers svcproxy_takeover_removed_objects_total, with every kind
-// at 0 so that a dashboard sees the series before anything is removed.
-func newTakeoverMetric(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "svcproxy_takeover_removed_objects_total",
-		Help: "Objects kube-proxy left in the kernel that svcproxy removed, by kind.",
-	}, []string{"kind"})
-	for _, k := range takeover.Kinds {
-		c.WithLabelValues(string(k))
-	}
-	reg.MustRegister(c)
-	return c
-}
-
 // takeOver removes kube-proxy's leftovers and logs the outcome once: what was
 // removed, what iptables-legacy still holds and how to remove it.
 func takeOver(ctx context.Context, o takeover.Options, removed *prometheus.CounterVec) error {
 	r, err := takeover.Run(ctx, o)
-	for k, n := range r.Removed {
-		if removed != nil {
-			removed.WithLabelValues(string(k)).Add(float64(n))
-		}
-	}
+	r.CountRemoved(removed)
 	for _, k := range r.Kept {
 		klog.InfoS("Warning: kept a kube-proxy chain another program's rule jumps to", "chain", k)
 	}
