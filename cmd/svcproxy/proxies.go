@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
@@ -21,6 +22,23 @@ type familyProxy struct {
 	family  endpoints.Family
 	tracker *endpoints.Tracker
 	proxy   *proxy.Proxy
+}
+
+// proxySettings are the settings every family's proxy takes from svcproxy's
+// flags or configuration (serve) or from render's and trace's flags.
+type proxySettings struct {
+	clusterCIDR         string // one CIDR, or one per family
+	masqueradeAll       bool
+	nodeName            string
+	localhostNodePorts  bool
+	conntrackTCPLiberal bool
+}
+
+// options are the proxy.Options of family f's proxy: its own family's entry of
+// clusterCIDR, and localhost NodePorts for IPv4 only (kube-proxy has none on ::1).
+func (s proxySettings) options(f endpoints.Family) proxy.Options {
+	return proxy.Options{Family: f, ClusterCIDR: config.ClusterCIDRFor(s.clusterCIDR, f), MasqueradeAll: s.masqueradeAll,
+		NodeName: s.nodeName, LocalhostNodePorts: s.localhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: s.conntrackTCPLiberal}
 }
 
 // familyProxies are the proxies of the families a node serves, primary first.

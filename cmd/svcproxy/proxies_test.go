@@ -97,3 +97,21 @@ func TestParsePacketIPv6(t *testing.T) {
 		}
 	}
 }
+
+// TestProxySettingsPerFamily: serve and render build each family's proxy.Options
+// the same way: the family's own entry of the cluster CIDR, localhost NodePorts
+// for IPv4 only, the rest as given.
+func TestProxySettingsPerFamily(t *testing.T) {
+	s := proxySettings{clusterCIDR: "10.244.0.0/16,fd00:244::/56", masqueradeAll: true, nodeName: "me", localhostNodePorts: true, conntrackTCPLiberal: true}
+	for _, tc := range []struct {
+		family endpoints.Family
+		want   proxy.Options
+	}{
+		{endpoints.IPv4, proxy.Options{Family: endpoints.IPv4, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), MasqueradeAll: true, NodeName: "me", LocalhostNodePorts: true, ConntrackTCPLiberal: true}},
+		{endpoints.IPv6, proxy.Options{Family: endpoints.IPv6, ClusterCIDR: netip.MustParsePrefix("fd00:244::/56"), MasqueradeAll: true, NodeName: "me", ConntrackTCPLiberal: true}},
+	} {
+		if got := s.options(tc.family); got != tc.want {
+			t.Errorf("%s: options %+v, want %+v", tc.family, got, tc.want)
+		}
+	}
+}

@@ -117,10 +117,11 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, offlineArgs{}, 2
 	}
+	settings := proxySettings{clusterCIDR: *cidr, masqueradeAll: *masqAll, nodeName: strings.ToLower(strings.TrimSpace(self.name)),
+		localhostNodePorts: self.localhost}
 	var tables []offlineTable
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
-		opts := proxy.Options{Family: f, MasqueradeAll: *masqAll, ClusterCIDR: config.ClusterCIDRFor(*cidr, f),
-			NodeName: strings.ToLower(strings.TrimSpace(self.name)), LocalhostNodePorts: self.localhost && f == endpoints.IPv4}
+		opts := settings.options(f)
 		tr := endpoints.NewTracker(endpoints.TrackerOptions{Family: f, OnInvalid: func(kind, ns, name, reason string) {
 			fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s (%s): %s\n", kind, ns, name, f, reason)
 		}})

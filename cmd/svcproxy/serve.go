@@ -186,6 +186,8 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 	hcs := newHealthCheckMerger(parts.hc)
 	conflicts := &conflictGauge{gauge: parts.metrics.ConflictingServices}
 	portConflicts := &conflictGauge{gauge: parts.metrics.ConflictingNodePorts}
+	settings := proxySettings{clusterCIDR: o.clusterCIDR, masqueradeAll: o.masqueradeAll, nodeName: nodeName(o),
+		localhostNodePorts: o.localhostNodePorts, conntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()}
 	fps := make(familyProxies, 0, len(families))
 	ledger := &proxy.CommitLedger{}
 	for _, f := range families {
@@ -201,8 +203,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 			Counts:     parts.metrics,
 		})
 		cfg := proxy.Config{
-			Options: proxy.Options{Family: f, ClusterCIDR: config.ClusterCIDRFor(o.clusterCIDR, f), MasqueradeAll: o.masqueradeAll, NodeName: nodeName(o),
-				LocalhostNodePorts: o.localhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()},
+			Options:               settings.options(f),
 			Tracker:               fp.tracker,
 			Kernel:                env.kernel(f),
 			Metrics:               parts.metrics,
