@@ -89,12 +89,12 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	}
 
 	var client cluster
-	var thisNode *node.Watcher // this thisNode's Node object (nil without a cluster)
+	var thisNode *node.Watcher // this node's Node object (nil without a cluster)
 	if o.manifests == "" {
 		if client, err = clusterClient(o); err != nil {
 			return err
 		}
-		// Like kube-proxy, /healthz answers once this thisNode's Node is known
+		// Like kube-proxy, /healthz answers once this node's Node is known
 		// (or node.Wait passed), so that its first answer is right; the Node's
 		// addresses also give the primary IP family.
 		nw := node.Watch(ctx, client.core, client.watchList, nodeName(o), node.Wait)
@@ -160,7 +160,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 }
 
 // proxyParts are what every family's proxy shares: one metrics registry, one
-// health (/healthz, /livez), one Event recorder, one health check thisNode port
+// health (/healthz, /livez), one Event recorder, one health check node port
 // server, one takeover.
 type proxyParts struct {
 	metrics         *proxy.Metrics
