@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,7 +80,18 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 	node := netnstest.New(t, "hcwire")
 	vethPair(t, node, "n0", "10.0.0.5/24", "n1", "192.168.7.2/24")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "svc.yaml"), webService+"---\n"+farService)
+	manifest := filepath.Join(dir, "svc.yaml")
+	// put writes the manifest as editors do: next to it, then renamed over it.
+	put := func(data string) {
+		t.Helper()
+		if err := os.WriteFile(manifest+".tmp~", []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(manifest+".tmp~", manifest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(webService + "---\n" + farService)
 	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
 	dumpLogOnFailure(t, "svcproxy", logPath)
 	startSvcproxy(t, node, logPath, "--manifests", dir, "--hostname-override", "me", "--nodeport-addresses", "10.0.0.0/8",
@@ -125,7 +137,7 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 	nodePortIPs("elements = { 10.0.0.5, 10.0.1.9 }")
 
 	// far goes: its port closes.
-	replaceFile(t, filepath.Join(dir, "svc.yaml"), webService)
+	put(webService)
 	expect("10.0.0.5:32101", 0, "connection refused")
 	expect("10.0.0.5:32100", 200, `"name": "web"`)
 }

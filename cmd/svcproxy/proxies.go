@@ -187,7 +187,8 @@ type conflictGauge struct {
 	by    map[endpoints.Family]float64
 }
 
-func (c *conflictGauge) family(f endpoints.Family) gauge {
+// family is the gauge family f's tracker sets (events.ConflictReporter's).
+func (c *conflictGauge) family(f endpoints.Family) familyGauge {
 	return familyGauge{c: c, f: f}
 }
 

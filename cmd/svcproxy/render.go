@@ -125,7 +125,7 @@ func offlineRulesets(name string, args []string) ([]offlineTable, offlineArgs, i
 		tr := endpoints.NewTracker(endpoints.TrackerOptions{Family: f, OnInvalid: func(kind, ns, name, reason string) {
 			fmt.Fprintf(os.Stderr, "skipping part of %s %s/%s (%s): %s\n", kind, ns, name, f, reason)
 		}})
-		feed(tr, objs, nil)
+		manifests.Feed(tr, objs, nil)
 		snap, _, _ := tr.Take()
 		if f != endpoints.IPv4 && !node.Renders(f) {
 			if snap.PortCount() > 0 {
@@ -215,16 +215,6 @@ func loadManifests(dir string) (*manifests.Objects, []manifests.Problem, error) 
 	return manifests.ReadDir(dir)
 }
 
-// objectSink takes Services and EndpointSlices: a tracker, or every family's.
-type objectSink interface {
-	OnServiceAdd(*corev1.Service)
-	OnServiceDelete(*corev1.Service)
-	OnEndpointSliceAdd(*discoveryv1.EndpointSlice)
-	OnEndpointSliceDelete(*discoveryv1.EndpointSlice)
-}
-
-var _ objectSink = &endpoints.Tracker{}
-
 // trackerSet feeds every family's tracker the same objects.
 type trackerSet []*endpoints.Tracker
 
@@ -249,31 +239,5 @@ func (ts trackerSet) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
 func (ts trackerSet) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 	for _, t := range ts {
 		t.OnEndpointSliceDelete(s)
-	}
-}
-
-// feed applies the difference between prev and cur manifests to the tracker.
-func feed(tr objectSink, cur, prev *manifests.Objects) {
-	keep := map[string]bool{}
-	for _, s := range cur.Services {
-		keep["svc/"+s.Namespace+"/"+s.Name] = true
-		tr.OnServiceAdd(s)
-	}
-	for _, s := range cur.EndpointSlices {
-		keep["eps/"+s.Namespace+"/"+s.Name] = true
-		tr.OnEndpointSliceAdd(s)
-	}
-	if prev == nil {
-		return
-	}
-	for _, s := range prev.Services {
-		if !keep["svc/"+s.Namespace+"/"+s.Name] {
-			tr.OnServiceDelete(s)
-		}
-	}
-	for _, s := range prev.EndpointSlices {
-		if !keep["eps/"+s.Namespace+"/"+s.Name] {
-			tr.OnEndpointSliceDelete(s)
-		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/events"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
+	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/node"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
@@ -72,6 +73,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
+	manifestErrors := manifests.NewErrors(reg)
 	takeoverRemoved := takeover.NewRemovedObjects(reg)
 	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
 
@@ -139,7 +141,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	}
 	var waitReady func(context.Context) bool
 	if o.manifests != "" {
-		waitReady, err = watchManifests(ctx, o.manifests, trackerSet(fps.trackers()), metrics.ManifestErrors)
+		waitReady, err = manifests.Watch(ctx, o.manifests, trackerSet(fps.trackers()), manifestErrors)
 	} else {
 		recorder.Connect(client.core, client.events, nodeName(o), fps.serviceUID)
 		waitReady, err = watchCluster(ctx, client, fps.trackers())

@@ -1,5 +1,6 @@
 // Package manifests reads Service and EndpointSlice YAML files, so svcproxy can run
-// without a cluster: `svcproxy render -f DIR` and `svcproxy --manifests DIR`.
+// without a cluster: `svcproxy render -f DIR` and `svcproxy --manifests DIR`, whose
+// directory Watch follows as files change.
 //
 // Each document (and each item of a List) is decoded on its own: one that does not
 // decode is reported as a Problem naming its file and index, and the rest are used.

@@ -44,7 +44,6 @@ type Metrics struct {
 	RefusedServices      prometheus.Gauge
 	TxObjects            prometheus.Histogram
 	KernelReadDuration   prometheus.Histogram
-	ManifestErrors       prometheus.Gauge
 	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
 	AffinityEntriesDeleted prometheus.Counter
 	// ForeignChanges counts the notifications of another program's change to our
@@ -178,8 +177,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
 			Help: "Time to read svcproxy's table back from the kernel (start-up adoption and drift checks)", Buckets: syncBuckets}),
-		ManifestErrors: plainGauge("svcproxy_manifest_errors",
-			"With --manifests: documents (or List items) currently skipped because they do not decode or are invalid, and files skipped because they cannot be read (not a regular file, over the size cap)"),
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 		ForeignChanges: plainCounter("svcproxy_foreign_table_changes_total",

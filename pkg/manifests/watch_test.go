@@ -1,4 +1,4 @@
-package main
+package manifests
 
 import (
 	"bytes"
@@ -19,26 +19,27 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/manifesttest"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
-	"github.com/svcproxy/svcproxy/pkg/manifests"
-	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
+
+// An endpoints.Tracker is what Watch feeds.
+var _ Sink = &endpoints.Tracker{}
 
 // fakeGauge records what the watcher sets.
 type fakeGauge struct{ v float64 }
 
 func (g *fakeGauge) Set(v float64) { g.v = v }
 
-// watchRig drives a manifestWatcher poll by poll and reads what the tracker holds.
+// watchRig drives a watcher poll by poll and reads what the tracker holds.
 type watchRig struct {
 	t       *testing.T
-	w       *manifestWatcher
+	w       *watcher
 	tracker *endpoints.Tracker
 	errs    *fakeGauge
 }
 
 func newWatchRig(t *testing.T, dir string) *watchRig {
 	r := &watchRig{t: t, tracker: endpoints.NewTracker(endpoints.TrackerOptions{}), errs: &fakeGauge{}}
-	r.w = newManifestWatcher(dir, r.tracker, r.errs)
+	r.w = newWatcher(dir, r.tracker, r.errs)
 	return r
 }
 
@@ -356,7 +357,7 @@ func TestManifestWatcherReady(t *testing.T) {
 		t.Fatal("waitReady after ready returned false")
 	}
 
-	if _, err := watchManifests(context.Background(), filepath.Join(dir, "nope"), endpoints.NewTracker(endpoints.TrackerOptions{}), nil); err == nil {
+	if _, err := Watch(context.Background(), filepath.Join(dir, "nope"), endpoints.NewTracker(endpoints.TrackerOptions{}), nil); err == nil {
 		t.Error("watchManifests accepted a missing directory")
 	}
 }
@@ -366,7 +367,7 @@ func TestManifestWatcherReady(t *testing.T) {
 func TestManifestWatcherReadyBounded(t *testing.T) {
 	dir := t.TempDir()
 	r := newWatchRig(t, dir)
-	for i := 0; i < manifestStartPolls; i++ {
+	for i := 0; i < startPolls; i++ {
 		select {
 		case <-r.w.ready:
 			t.Fatalf("ready after %d polls while a file keeps changing", i)
@@ -378,7 +379,7 @@ func TestManifestWatcherReadyBounded(t *testing.T) {
 	select {
 	case <-r.w.ready:
 	default:
-		t.Fatalf("not ready after %d polls", manifestStartPolls)
+		t.Fatalf("not ready after %d polls", startPolls)
 	}
 }
 
@@ -401,14 +402,14 @@ func TestManifestErrorsMetric(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "x.yaml"), manifesttest.Service("a", "10.96.0.1")+"---\nkind: [\n---\nmetadata: {}\n")
 	reg := prometheus.NewRegistry()
-	m := proxy.NewMetrics(reg)
-	w := newManifestWatcher(dir, endpoints.NewTracker(endpoints.TrackerOptions{}), m.ManifestErrors)
+	errs := NewErrors(reg)
+	w := newWatcher(dir, endpoints.NewTracker(endpoints.TrackerOptions{}), errs)
 	w.poll()
 	w.poll()
 	if n, err := testutil.GatherAndCount(reg, "svcproxy_manifest_errors"); err != nil || n != 1 {
 		t.Fatalf("svcproxy_manifest_errors series: %d, %v", n, err)
 	}
-	if v := testutil.ToFloat64(m.ManifestErrors); v != 2 {
+	if v := testutil.ToFloat64(errs); v != 2 {
 		t.Errorf("svcproxy_manifest_errors = %v, want 2", v)
 	}
 }
@@ -439,9 +440,9 @@ func TestManifestWatcherUnreadableFiles(t *testing.T) {
 			wantLog: `is a character device, not a regular file: not read"`},
 		{name: "a file over the cap", file: "32-big.yaml",
 			make: func(t *testing.T, path string) {
-				writeFile(t, path, manifesttest.Service("big", "10.96.0.9")+"# "+strings.Repeat("x", manifests.MaxFileBytes)+"\n")
+				writeFile(t, path, manifesttest.Service("big", "10.96.0.9")+"# "+strings.Repeat("x", MaxFileBytes)+"\n")
 			},
-			wantLog: fmt.Sprintf(`is %d bytes (3 MiB), over the cap of 3 MiB: not read"`, manifests.MaxFileBytes+len(manifesttest.Service("big", "10.96.0.9"))+3)},
+			wantLog: fmt.Sprintf(`is %d bytes (3 MiB), over the cap of 3 MiB: not read"`, MaxFileBytes+len(manifesttest.Service("big", "10.96.0.9"))+3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := captureKlog(t)

@@ -1,4 +1,4 @@
-package main
+package manifests
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,29 +15,28 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/svcproxy/svcproxy/pkg/manifests"
 	"github.com/svcproxy/svcproxy/pkg/safefile"
 )
 
 const (
-	// manifestPoll is how often --manifests looks at its directory. A change is
+	// pollEvery is how often Watch looks at its directory. A change is
 	// applied once two polls in a row saw the same content: 1-2 polls after it.
-	manifestPoll = 200 * time.Millisecond
-	// manifestStartPolls bounds the wait for files still being written at start.
-	manifestStartPolls = 25
+	pollEvery = 200 * time.Millisecond
+	// startPolls bounds the wait for files still being written at start.
+	startPolls = 25
 )
 
-// watchManifests feeds the tracker with the manifests in dir, then keeps doing so
-// as files change. The returned function blocks until the first content of every
-// file has been fed (or manifestStartPolls have passed), so that the first sync
+// Watch feeds tracker (a Sink: every family's tracker) with the manifests in
+// dir, then keeps doing so as files change: svcproxy --manifests. The returned function blocks until the first content of every
+// file has been fed (or startPolls have passed), so that the first sync
 // does not drop Services that are still being read. errCount is set to the number of
 // documents currently skipped.
-func watchManifests(ctx context.Context, dir string, tracker objectSink, errCount gauge) (func(context.Context) bool, error) {
+func Watch(ctx context.Context, dir string, tracker Sink, errCount gauge) (func(context.Context) bool, error) {
 	if _, err := os.ReadDir(dir); err != nil {
 		return nil, fmt.Errorf("read manifests dir: %w", err)
 	}
-	w := newManifestWatcher(dir, tracker, errCount)
-	t := time.NewTicker(manifestPoll)
+	w := newWatcher(dir, tracker, errCount)
+	t := time.NewTicker(pollEvery)
 	go func() {
 		defer t.Stop()
 		w.run(ctx, t.C)
@@ -43,24 +44,24 @@ func watchManifests(ctx context.Context, dir string, tracker objectSink, errCoun
 	return w.waitReady, nil
 }
 
-// gauge is the part of prometheus.Gauge the watcher uses.
+// gauge is the part of prometheus.Gauge the watcher uses (NewErrors).
 type gauge interface{ Set(float64) }
 
-// manifestWatcher polls a directory of manifests. It stats each file through
+// watcher polls a directory of  It stats each file through
 // symlinks (so a ConfigMap volume's `..data` swap or a re-pointed link is seen),
 // and applies a file only when two polls in a row saw the same content: a file
 // caught half-written, even one that still parses, waits for the writer to finish.
 // A file that disappears is dropped only once it stayed gone for a poll too. Only
-// regular files of at most manifests.MaxFileBytes are read (manifests.ReadFile):
+// regular files of at most MaxFileBytes are read (ReadFile):
 // a named pipe, a device or a bigger file is skipped, never waited on, and keeps
 // what its name declared before, like a file that cannot be read.
-type manifestWatcher struct {
+type watcher struct {
 	dir      string
-	tracker  objectSink // every family's tracker
+	tracker  Sink // every family's tracker
 	errCount gauge
 	files    map[string]*watchedFile
-	fed      *manifests.Objects // what the tracker was fed
-	dirErr   string             // the last error reading dir, logged once
+	fed      *Objects // what the tracker was fed
+	dirErr   string   // the last error reading dir, logged once
 	polls    int
 	ready    chan struct{}
 }
@@ -69,8 +70,8 @@ type watchedFile struct {
 	seen     observation // what the last poll saw
 	pending  bool        // seen is not applied yet
 	used     observation // what applied comes from
-	applied  *manifests.Objects
-	problems []manifests.Problem
+	applied  *Objects
+	problems []Problem
 }
 
 // observation is a file's state as one poll saw it.
@@ -84,13 +85,13 @@ func (o observation) equal(p observation) bool {
 	return o.stamp == p.stamp && o.err == p.err && bytes.Equal(o.data, p.data)
 }
 
-func newManifestWatcher(dir string, tracker objectSink, errCount gauge) *manifestWatcher {
-	return &manifestWatcher{dir: dir, tracker: tracker, errCount: errCount, files: map[string]*watchedFile{},
-		fed: &manifests.Objects{}, ready: make(chan struct{})}
+func newWatcher(dir string, tracker Sink, errCount gauge) *watcher {
+	return &watcher{dir: dir, tracker: tracker, errCount: errCount, files: map[string]*watchedFile{},
+		fed: &Objects{}, ready: make(chan struct{})}
 }
 
 // run polls now and on every tick until ctx ends.
-func (w *manifestWatcher) run(ctx context.Context, tick <-chan time.Time) {
+func (w *watcher) run(ctx context.Context, tick <-chan time.Time) {
 	for {
 		w.poll()
 		select {
@@ -101,7 +102,7 @@ func (w *manifestWatcher) run(ctx context.Context, tick <-chan time.Time) {
 	}
 }
 
-func (w *manifestWatcher) waitReady(ctx context.Context) bool {
+func (w *watcher) waitReady(ctx context.Context) bool {
 	select {
 	case <-w.ready:
 		return true
@@ -112,7 +113,7 @@ func (w *manifestWatcher) waitReady(ctx context.Context) bool {
 
 // poll looks at the directory once, applies the files whose content is stable and
 // feeds the tracker if anything changed.
-func (w *manifestWatcher) poll() {
+func (w *watcher) poll() {
 	w.polls++
 	names, err := w.list()
 	if err != nil {
@@ -120,7 +121,7 @@ func (w *manifestWatcher) poll() {
 			klog.ErrorS(err, "Reading the manifests directory; keeping what was read before", "dir", w.dir)
 			w.dirErr = err.Error()
 		}
-		if w.polls >= manifestStartPolls {
+		if w.polls >= startPolls {
 			w.markReady()
 		}
 		return
@@ -142,14 +143,14 @@ func (w *manifestWatcher) poll() {
 }
 
 // list returns the manifest files in dir.
-func (w *manifestWatcher) list() (map[string]bool, error) {
+func (w *watcher) list() (map[string]bool, error) {
 	entries, err := os.ReadDir(w.dir)
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
 	for _, e := range entries {
-		if manifests.IsManifest(e.Name()) && !e.IsDir() {
+		if IsManifest(e.Name()) && !e.IsDir() {
 			names[e.Name()] = true
 		}
 	}
@@ -158,7 +159,7 @@ func (w *manifestWatcher) list() (map[string]bool, error) {
 
 // pollFile observes one file and applies it when it is stable; it reports whether
 // what the file contributes changed.
-func (w *manifestWatcher) pollFile(name string) bool {
+func (w *watcher) pollFile(name string) bool {
 	path := filepath.Join(w.dir, name)
 	stamp, statErr := statThrough(path)
 	f := w.files[name]
@@ -176,7 +177,7 @@ func (w *manifestWatcher) pollFile(name string) bool {
 	if statErr != nil {
 		now.err = statErr.Error()
 	} else if stamp != "" {
-		data, err := manifests.ReadFile(path)
+		data, err := ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			now.stamp = ""
@@ -204,15 +205,15 @@ func (w *manifestWatcher) pollFile(name string) bool {
 
 // apply makes what f's stable content declares current; it reports whether that
 // changed anything.
-func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
-	var file *manifests.File
+func (w *watcher) apply(name string, f *watchedFile) bool {
+	var file *File
 	switch {
 	case f.seen.err != "":
-		file = &manifests.File{Broken: true, Problems: []manifests.Problem{manifests.FileProblem(name, errors.New(f.seen.err))}}
+		file = &File{Broken: true, Problems: []Problem{FileProblem(name, errors.New(f.seen.err))}}
 	case f.seen.stamp == "":
-		file = &manifests.File{} // gone
+		file = &File{} // gone
 	default:
-		file = manifests.Decode(name, f.seen.data)
+		file = Decode(name, f.seen.data)
 	}
 	prevProblems := f.problems
 	f.applied, f.problems = file.Apply(f.applied), file.Problems
@@ -240,19 +241,19 @@ func (w *manifestWatcher) apply(name string, f *watchedFile) bool {
 }
 
 // feed gives the tracker the objects of every file, in name order.
-func (w *manifestWatcher) feed() {
+func (w *watcher) feed() {
 	names := make([]string, 0, len(w.files))
 	for name := range w.files {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	all := &manifests.Objects{}
+	all := &Objects{}
 	problems := 0
 	for _, name := range names {
 		all.Add(w.files[name].applied)
 		problems += len(w.files[name].problems)
 	}
-	feed(w.tracker, all, w.fed)
+	Feed(w.tracker, all, w.fed)
 	w.fed = all
 	if w.errCount != nil {
 		w.errCount.Set(float64(problems))
@@ -260,14 +261,14 @@ func (w *manifestWatcher) feed() {
 }
 
 // markReady closes ready once every file seen has been applied, or after
-// manifestStartPolls polls.
-func (w *manifestWatcher) markReady() {
+// startPolls polls.
+func (w *watcher) markReady() {
 	select {
 	case <-w.ready:
 		return
 	default:
 	}
-	if w.polls < manifestStartPolls {
+	if w.polls < startPolls {
 		for _, f := range w.files {
 			if f.pending {
 				return
@@ -292,4 +293,39 @@ func statThrough(path string) (string, error) {
 		return "", nil // a directory named like a manifest is not one
 	}
 	return safefile.Stamp(info), nil
+}
+
+// Sink takes Services and EndpointSlices: an endpoints.Tracker, or every
+// family's.
+type Sink interface {
+	OnServiceAdd(*v1.Service)
+	OnServiceDelete(*v1.Service)
+	OnEndpointSliceAdd(*discoveryv1.EndpointSlice)
+	OnEndpointSliceDelete(*discoveryv1.EndpointSlice)
+}
+
+// Feed applies the difference between prev and cur (nil: nothing before) to tr.
+func Feed(tr Sink, cur, prev *Objects) {
+	keep := map[string]bool{}
+	for _, s := range cur.Services {
+		keep["svc/"+s.Namespace+"/"+s.Name] = true
+		tr.OnServiceAdd(s)
+	}
+	for _, s := range cur.EndpointSlices {
+		keep["eps/"+s.Namespace+"/"+s.Name] = true
+		tr.OnEndpointSliceAdd(s)
+	}
+	if prev == nil {
+		return
+	}
+	for _, s := range prev.Services {
+		if !keep["svc/"+s.Namespace+"/"+s.Name] {
+			tr.OnServiceDelete(s)
+		}
+	}
+	for _, s := range prev.EndpointSlices {
+		if !keep["eps/"+s.Namespace+"/"+s.Name] {
+			tr.OnEndpointSliceDelete(s)
+		}
+	}
 }
