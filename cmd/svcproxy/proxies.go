@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -209,4 +211,31 @@ func (g familyGauge) Set(v float64) {
 		sum += n
 	}
 	g.c.gauge.Set(sum)
+}
+
+// trackerSet feeds every family's tracker the same objects.
+type trackerSet []*endpoints.Tracker
+
+func (ts trackerSet) OnServiceAdd(s *corev1.Service) {
+	for _, t := range ts {
+		t.OnServiceAdd(s)
+	}
+}
+
+func (ts trackerSet) OnServiceDelete(s *corev1.Service) {
+	for _, t := range ts {
+		t.OnServiceDelete(s)
+	}
+}
+
+func (ts trackerSet) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
+	for _, t := range ts {
+		t.OnEndpointSliceAdd(s)
+	}
+}
+
+func (ts trackerSet) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	for _, t := range ts {
+		t.OnEndpointSliceDelete(s)
+	}
 }

@@ -73,31 +73,6 @@ func TestTakeoverAfterEveryFamilySynced(t *testing.T) {
 	}
 }
 
-func TestParsePacketIPv6(t *testing.T) {
-	for _, tc := range []struct {
-		pos     []string
-		dst     string
-		port    uint16
-		wantErr string
-	}{
-		{pos: []string{"fd00:244::9", "[fd00:96::20]:80"}, dst: "fd00:96::20", port: 80},
-		{pos: []string{"fd00:244::9", "[fd00:96::20]:53/udp"}, dst: "fd00:96::20", port: 53},
-		{pos: []string{"fd00:244::9", "fd00:96::20:80"}, wantErr: "in brackets"},
-		{pos: []string{"10.244.2.9", "10.96.0.10:80"}, dst: "10.96.0.10", port: 80},
-	} {
-		pkt, err := parsePacket(tc.pos)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("parsePacket(%q) = %v, want %q", tc.pos, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || pkt.Dst != netip.MustParseAddr(tc.dst) || pkt.DPort != tc.port {
-			t.Errorf("parsePacket(%q) = %+v, %v; want %s port %d", tc.pos, pkt, err, tc.dst, tc.port)
-		}
-	}
-}
-
 // TestProxySettingsPerFamily: serve and render build each family's proxy.Options
 // the same way: the family's own entry of the cluster CIDR, localhost NodePorts
 // for IPv4 only, the rest as given.
