@@ -67,7 +67,7 @@ func TestTakeoverAfterEveryFamilySynced(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("takeover calls after both synced = %d, want 1", calls)
 	}
-	v4() // later syncs keep calling: takeoverAfterSync retries a failed takeover and stops once done
+	v4() // later syncs keep calling: takeover.AfterSync retries a failed takeover and stops once done
 	if calls != 2 {
 		t.Fatalf("calls = %d, want 2", calls)
 	}

@@ -183,7 +183,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 	}
 	var onSynced func(endpoints.Family) func()
 	if !o.noTakeover {
-		onSynced = allSynced(families, takeoverAfterSync(ctx, parts.takeoverRemoved))
+		onSynced = allSynced(families, takeover.AfterSync(ctx, parts.takeoverRemoved))
 	}
 	hcs := newHealthCheckMerger(parts.hc)
 	conflicts := &conflictGauge{gauge: parts.metrics.ConflictingServices}
@@ -249,7 +249,7 @@ func cleanup(ctx context.Context, o *options, env serveEnv) error {
 	if o.noTakeover {
 		return nil
 	}
-	if err := takeOver(ctx, takeover.Options{}, nil); err != nil {
+	if err := takeover.RunAndLog(ctx, takeover.Options{}, nil); err != nil {
 		return fmt.Errorf("cleanup of kube-proxy's rules: %w", err)
 	}
 	return nil
