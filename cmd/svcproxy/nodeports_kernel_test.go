@@ -59,17 +59,6 @@ var (
 	farService = localService("far", "10.96.0.21", 32101, 30081, [2]string{"10.244.2.3", "other"})
 )
 
-// vethPair gives namespace ns a veth pair a-b holding addresses addrA and
-// addrB (CIDR), both up: two local addresses on two interfaces.
-func vethPair(t *testing.T, ns *netnstest.NS, a, addrA, b, addrB string) {
-	t.Helper()
-	ns.MustRun(t, "ip", "link", "add", a, "type", "veth", "peer", "name", b)
-	ns.MustRun(t, "ip", "addr", "add", addrA, "dev", a)
-	ns.MustRun(t, "ip", "addr", "add", addrB, "dev", b)
-	ns.MustRun(t, "ip", "link", "set", a, "up")
-	ns.MustRun(t, "ip", "link", "set", b, "up")
-}
-
 // TestHealthCheckNodePortsWired runs svcproxy in a node namespace of its own and
 // asks the health check node ports as a load balancer would: the proxy's Local
 // Services reach the health check server, which listens only on the addresses
@@ -78,7 +67,7 @@ func vethPair(t *testing.T, ns *netnstest.NS, a, addrA, b, addrB string) {
 func TestHealthCheckNodePortsWired(t *testing.T) {
 	netnstest.RequireRoot(t)
 	node := netnstest.New(t, "hcwire")
-	vethPair(t, node, "n0", "10.0.0.5/24", "n1", "192.168.7.2/24")
+	node.VethPair(t, "n0", "10.0.0.5/24", "n1", "192.168.7.2/24")
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "svc.yaml")
 	// put writes the manifest as editors do: next to it, then renamed over it.
@@ -148,7 +137,7 @@ func TestHealthCheckNodePortsWired(t *testing.T) {
 func TestPrimaryFollowsTheNode(t *testing.T) {
 	netnstest.RequireRoot(t)
 	ns := netnstest.New(t, "primary")
-	vethPair(t, ns, "q0", "10.0.0.5/24", "q1", "172.18.0.3/24")
+	ns.VethPair(t, "q0", "10.0.0.5/24", "q1", "172.18.0.3/24")
 
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "me"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}}}})
