@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/svcproxy/svcproxy/pkg/agent"
 	"github.com/svcproxy/svcproxy/pkg/config"
-	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -19,39 +19,17 @@ import (
 
 // options is svcproxy's resolved configuration: kube-proxy's flags and
 // KubeProxyConfiguration file, merged with kube-proxy's precedence, plus svcproxy's
-// own flags.
+// own flags. What the running proxy needs is agent.Options.
 type options struct {
-	kubeconfig, master, hostnameOverride string
-	clusterCIDR                          string
-	masqueradeAll                        bool
-	syncPeriod, minSyncPeriod            time.Duration
-	metricsAddr, healthzAddr             string
-	cleanup                              bool
-	manifests                            string
+	agent.Options
 
 	configFile, writeConfigTo string
 	initOnly                  bool
-	// config is the effective KubeProxyConfiguration (file or flags, defaulted);
-	// the fields above are read from it. /configz serves it.
-	config *kubeproxyconfig.KubeProxyConfiguration
 	// gates holds the feature gates svcproxy knows (the logging ones).
 	gates featuregate.FeatureGate
 	// warnings are logged once logging is configured.
 	warnings []config.Warning
 	ignored  map[string]*string
-
-	noTakeover bool // --takeover=false
-	// sysctlDir is where the node's /proc/sys is (--sysctl-dir): deploy/ mounts
-	// its /proc/sys/net writable at /host/proc/sys/net, /proc/sys being
-	// read-only in a pod that is not privileged.
-	sysctlDir string
-
-	// nodePorts is nodePortAddresses parsed, with the mode's default applied.
-	nodePorts nodeaddr.Spec
-	// localhostNodePorts: NodePorts also answer on 127.0.0.1 (iptables mode only).
-	localhostNodePorts bool
-	// bindAddress overrides the Node's primary IP of its family (for `primary`).
-	bindAddress string
 }
 
 // kubeProxyFlags are kube-proxy flags that do not apply to this proxy and have no
@@ -117,8 +95,8 @@ func parseFlags(args []string) (*options, error) {
 		mf.apply(fs, cfg)
 	}
 	if fs.Changed("hostname-override") {
-		name := strings.TrimSpace(o.hostnameOverride)
-		if name == "" && o.hostnameOverride != "" {
+		name := strings.TrimSpace(o.HostnameOverride)
+		if name == "" && o.HostnameOverride != "" {
 			return nil, fmt.Errorf("empty hostname-override is invalid")
 		}
 		if name != "" {
@@ -131,7 +109,7 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o.gates = gates
 	o.warnings = append(o.warnings, warnings...)
-	if err := o.resolve(cfg); err != nil {
+	if err := o.SetConfig(cfg); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return o, nil
@@ -139,10 +117,10 @@ func parseFlags(args []string) (*options, error) {
 
 func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfiguration, mf *modeFlags) {
 	// svcproxy's own flags.
-	fs.BoolVar(&o.cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
-	fs.StringVar(&o.manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove everything svcproxy installed in the kernel, and what kube-proxy left there, then exit.")
+	fs.StringVar(&o.Manifests, "manifests", "", "Run without a cluster: read Services and EndpointSlices from YAML files in this directory (re-read on change).")
 	addTakeoverFlag(fs, o)
-	fs.StringVar(&o.sysctlDir, "sysctl-dir", "/proc/sys", "Where the node's /proc/sys is, for the sysctls svcproxy writes in its network namespace (route_localnet for localhost NodePorts, the conntrack timeouts): a pod that is not privileged mounts the node's /proc/sys/net writable elsewhere, as deploy/ does.")
+	fs.StringVar(&o.SysctlDir, "sysctl-dir", "/proc/sys", "Where the node's /proc/sys is, for the sysctls svcproxy writes in its network namespace (route_localnet for localhost NodePorts, the conntrack timeouts): a pod that is not privileged mounts the node's /proc/sys/net writable elsewhere, as deploy/ does.")
 	fs.DurationVar(&mf.syncPeriod, "sync-period", cfg.IPTables.SyncPeriod.Duration, "How often the kernel's table is re-read and repaired (svcproxy's name for --iptables-sync-period).")
 	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period).")
 
@@ -151,11 +129,11 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "If set, write the effective configuration to this file and exit.")
 	fs.BoolVar(&o.initOnly, "init-only", false, "Accepted for kube-proxy compatibility: svcproxy needs no privileged initialization, so it exits at once.")
 	fs.StringVar(&cfg.ClientConnection.Kubeconfig, "kubeconfig", "", "Path to kubeconfig file with authorization information (in-cluster config when empty).")
-	fs.StringVar(&o.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&cfg.ClientConnection.ContentType, "kube-api-content-type", cfg.ClientConnection.ContentType, "Content type of requests sent to apiserver.")
 	fs.Int32Var(&cfg.ClientConnection.Burst, "kube-api-burst", cfg.ClientConnection.Burst, "Burst to use while talking with kubernetes apiserver.")
 	fs.Float32Var(&cfg.ClientConnection.QPS, "kube-api-qps", cfg.ClientConnection.QPS, "QPS to use while talking with kubernetes apiserver.")
-	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "If non-empty, use this name as the node's name instead of the hostname.")
+	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "If non-empty, use this name as the node's name instead of the hostname.")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "The CIDR range of pods in the cluster (or a dual-stack pair); service traffic from outside it is masqueraded.")
 	fs.BoolVar(&mf.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent via Service cluster IPs.")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "IP:port for the metrics server, serving /metrics, /healthz, /proxyMode and /configz (empty to disable).")
@@ -281,22 +259,6 @@ func isLoggingFlag(name string) bool {
 	var fs pflag.FlagSet
 	logsapi.AddFlags(logsapi.NewLoggingConfiguration(), &fs)
 	return fs.Lookup(name) != nil
-}
-
-// resolve reads what serve needs out of the effective configuration.
-func (o *options) resolve(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
-	o.config = cfg
-	sync, minSync, masq, _ := config.ModeSection(cfg)
-	o.kubeconfig = cfg.ClientConnection.Kubeconfig
-	o.hostnameOverride = cfg.HostnameOverride
-	o.clusterCIDR = cfg.ClusterCIDR
-	o.masqueradeAll = *masq
-	o.syncPeriod, o.minSyncPeriod = sync.Duration, minSync.Duration
-	o.metricsAddr, o.healthzAddr = cfg.MetricsBindAddress, cfg.HealthzBindAddress
-	o.bindAddress = cfg.BindAddress
-	var err error
-	o.nodePorts, o.localhostNodePorts, err = config.NodePorts(cfg)
-	return err
 }
 
 func (o *options) warn(msg string, kv ...any) {

@@ -14,23 +14,24 @@ import (
 
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/svcproxy/svcproxy/pkg/agent"
 	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nodeaddr"
 )
 
 func TestParseFlags(t *testing.T) {
-	defaults := options{
-		syncPeriod:    30 * time.Second,
-		minSyncPeriod: time.Second,
-		metricsAddr:   "127.0.0.1:10249",
-		healthzAddr:   "0.0.0.0:10256",
-		bindAddress:   "0.0.0.0",
+	defaults := options{Options: agent.Options{
+		SyncPeriod:    30 * time.Second,
+		MinSyncPeriod: time.Second,
+		MetricsAddr:   "127.0.0.1:10249",
+		HealthzAddr:   "0.0.0.0:10256",
+		BindAddress:   "0.0.0.0",
 		// iptables mode's: every local address, localhost too.
-		nodePorts:          nodeaddr.Spec{All: true},
-		localhostNodePorts: true,
-		sysctlDir:          "/proc/sys",
-	}
+		NodePorts:          nodeaddr.Spec{All: true},
+		LocalhostNodePorts: true,
+		SysctlDir:          "/proc/sys",
+	}}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -45,7 +46,7 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--proxy-mode=iptables", "--conntrack-max-per-core", "0", "--hostname-override", "node-a",
 				"--boot-id-file", "/x", "--masquerade-all", "--feature-gates=A=true,B=false", "--sync-period=5s"},
 			want: func(o *options) {
-				o.hostnameOverride, o.masqueradeAll, o.syncPeriod = "node-a", true, 5*time.Second
+				o.HostnameOverride, o.MasqueradeAll, o.SyncPeriod = "node-a", true, 5*time.Second
 			},
 			ignored: map[string]string{"boot-id-file": "/x"},
 		},
@@ -54,7 +55,7 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--totally-unknown=1", "--min-sync-period", "2s", "--totally-unknown2", "value",
 				"--metrics-bind-address", "127.0.0.1:9999", "--kubeconfig=/kc"},
 			want: func(o *options) {
-				o.minSyncPeriod, o.metricsAddr, o.kubeconfig = 2*time.Second, "127.0.0.1:9999", "/kc"
+				o.MinSyncPeriod, o.MetricsAddr, o.Kubeconfig = 2*time.Second, "127.0.0.1:9999", "/kc"
 			},
 		},
 		{
@@ -62,31 +63,31 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--master", "https://api:6443", "--healthz-bind-address", "", "--cleanup", "--manifests", "/m", "-v", "2",
 				"--sysctl-dir=/host/proc/sys"},
 			want: func(o *options) {
-				o.master, o.healthzAddr, o.cleanup, o.manifests, o.sysctlDir = "https://api:6443", "", true, "/m", "/host/proc/sys"
+				o.Master, o.HealthzAddr, o.Cleanup, o.Manifests, o.SysctlDir = "https://api:6443", "", true, "/m", "/host/proc/sys"
 			},
 		},
 		{
 			name: "IPv4 cluster CIDR",
 			args: []string{"--cluster-cidr", "10.244.0.0/16"},
-			want: func(o *options) { o.clusterCIDR = "10.244.0.0/16" },
+			want: func(o *options) { o.ClusterCIDR = "10.244.0.0/16" },
 			cidr: "10.244.0.0/16",
 		},
 		{
 			name: "dual-stack cluster CIDR picks the IPv4 prefix",
 			args: []string{"--cluster-cidr", "10.244.0.0/16,fd00::/48"},
-			want: func(o *options) { o.clusterCIDR = "10.244.0.0/16,fd00::/48" },
+			want: func(o *options) { o.ClusterCIDR = "10.244.0.0/16,fd00::/48" },
 			cidr: "10.244.0.0/16",
 		},
 		{
 			name: "dual-stack cluster CIDR, IPv6 first, with a space",
 			args: []string{"--cluster-cidr=fd00::/48, 10.244.0.0/16"},
-			want: func(o *options) { o.clusterCIDR = "fd00::/48, 10.244.0.0/16" },
+			want: func(o *options) { o.ClusterCIDR = "fd00::/48, 10.244.0.0/16" },
 			cidr: "10.244.0.0/16",
 		},
 		{
 			name: "IPv6-only cluster CIDR has no IPv4 prefix",
 			args: []string{"--cluster-cidr", "fd00::/48"},
-			want: func(o *options) { o.clusterCIDR = "fd00::/48" },
+			want: func(o *options) { o.ClusterCIDR = "fd00::/48" },
 		},
 		{name: "bad node port address fails", args: []string{"--nodeport-addresses", "10.0.0.0/8,10.1.2.3"}, wantErr: `nodePortAddresses[1]: Invalid value: "10.1.2.3"`},
 		{name: "bad cluster CIDR fails", args: []string{"--cluster-cidr", "bad"}, wantErr: `clusterCIDR[0]: Invalid value: "bad"`},
@@ -110,7 +111,7 @@ func TestParseFlags(t *testing.T) {
 			want := defaults
 			tc.want(&want)
 			got := *o
-			got.ignored, got.config, got.gates, got.warnings = nil, nil, nil, nil
+			got.ignored, got.Config, got.gates, got.warnings = nil, nil, nil, nil
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("parseFlags(%q)\n got %+v\nwant %+v", tc.args, got, want)
 			}
@@ -123,7 +124,7 @@ func TestParseFlags(t *testing.T) {
 			if tc.cidr != "" {
 				wantCIDR = netip.MustParsePrefix(tc.cidr)
 			}
-			if got := config.ClusterCIDRFor(o.clusterCIDR, endpoints.IPv4); got != wantCIDR {
+			if got := config.ClusterCIDRFor(o.ClusterCIDR, endpoints.IPv4); got != wantCIDR {
 				t.Errorf("ipv4ClusterCIDR() = %v, want %v", got, wantCIDR)
 			}
 		})
@@ -371,8 +372,8 @@ func TestBareKubeProxyBoolFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.clusterCIDR != "10.244.0.0/16" || o.hostnameOverride != "node-a" {
-				t.Fatalf("--%s swallowed the next flag: cluster-cidr %q, hostname-override %q", name, o.clusterCIDR, o.hostnameOverride)
+			if o.ClusterCIDR != "10.244.0.0/16" || o.HostnameOverride != "node-a" {
+				t.Fatalf("--%s swallowed the next flag: cluster-cidr %q, hostname-override %q", name, o.ClusterCIDR, o.HostnameOverride)
 			}
 		})
 	}
@@ -393,15 +394,15 @@ logging: {verbosity: 2, vmodule: [{filePattern: serve, verbosity: 4}]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, "hostnameOverride (flag wins)", o.hostnameOverride, "node-b")
-	want(t, "clusterCIDR (file wins)", o.clusterCIDR, "10.244.0.0/16")
-	want(t, "syncPeriod (file wins)", o.syncPeriod, 20*time.Second)
-	want(t, "qps (file's default wins)", o.config.ClientConnection.QPS, float32(5))
-	want(t, "master (flag applies)", o.master, "https://10.0.0.1:6443")
-	want(t, "cleanup (flag applies)", o.cleanup, true)
-	want(t, "takeover=false (svcproxy's flag applies)", o.noTakeover, true)
-	want(t, "verbosity (flag wins)", o.config.Logging.Verbosity, logsapi.VerbosityLevel(5))
-	want(t, "vmodule (flag's first, then file's)", fmt.Sprint(o.config.Logging.VModule), "[{flags 3} {serve 4}]")
+	want(t, "hostnameOverride (flag wins)", o.HostnameOverride, "node-b")
+	want(t, "clusterCIDR (file wins)", o.ClusterCIDR, "10.244.0.0/16")
+	want(t, "syncPeriod (file wins)", o.SyncPeriod, 20*time.Second)
+	want(t, "qps (file's default wins)", o.Config.ClientConnection.QPS, float32(5))
+	want(t, "master (flag applies)", o.Master, "https://10.0.0.1:6443")
+	want(t, "cleanup (flag applies)", o.Cleanup, true)
+	want(t, "takeover=false (svcproxy's flag applies)", o.NoTakeover, true)
+	want(t, "verbosity (flag wins)", o.Config.Logging.Verbosity, logsapi.VerbosityLevel(5))
+	want(t, "vmodule (flag's first, then file's)", fmt.Sprint(o.Config.Logging.VModule), "[{flags 3} {serve 4}]")
 	var ignored []string
 	for _, w := range o.warnings {
 		if w.Msg == "Warning: flag ignored because --config is given, as kube-proxy ignores it" {
@@ -441,11 +442,11 @@ func TestFlagsWithoutConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want(t, "syncPeriod", o.syncPeriod, tc.sync)
-			want(t, "minSyncPeriod", o.minSyncPeriod, tc.minSync)
-			want(t, "masqueradeAll", o.masqueradeAll, tc.masq)
-			want(t, "healthzAddr", o.healthzAddr, tc.healthz)
-			want(t, "metricsAddr", o.metricsAddr, tc.metrs)
+			want(t, "syncPeriod", o.SyncPeriod, tc.sync)
+			want(t, "minSyncPeriod", o.MinSyncPeriod, tc.minSync)
+			want(t, "masqueradeAll", o.MasqueradeAll, tc.masq)
+			want(t, "healthzAddr", o.HealthzAddr, tc.healthz)
+			want(t, "metricsAddr", o.MetricsAddr, tc.metrs)
 		})
 	}
 	silenceStderr(t)
@@ -473,5 +474,32 @@ func want[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestDualStackFlags: kube-proxy's validation of --cluster-cidr, and
+// --nodeport-addresses with CIDRs of both families and primary.
+func TestDualStackFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "dual-stack pair", args: []string{"--cluster-cidr", "10.244.0.0/16,fd00:244::/56"}},
+		{name: "IPv6 only", args: []string{"--cluster-cidr", "fd00:244::/56"}},
+		{name: "two IPv6 CIDRs", args: []string{"--cluster-cidr", "fd00:1::/56,fd00:2::/56"},
+			wantErr: `clusterCIDR: Invalid value: "fd00:1::/56,fd00:2::/56": must be a either a single CIDR or dual-stack pair of CIDRs`},
+		{name: "three CIDRs", args: []string{"--cluster-cidr", "10.1.0.0/16,fd00::/56,10.2.0.0/16"},
+			wantErr: `must be a either a single CIDR or dual-stack pair of CIDRs`},
+		{name: "nodeport addresses of both families and primary", args: []string{"--nodeport-addresses", "10.0.0.0/8,fd00::/64,primary"}},
+		{name: "bad IPv6 nodeport CIDR", args: []string{"--nodeport-addresses", "fd00::/129"}, wantErr: `nodePortAddresses[0]: Invalid value: "fd00::/129"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			silenceStderr(t)
+			_, err := parseFlags(tc.args)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("parseFlags(%q) = %v, want %q", tc.args, err, tc.wantErr)
+			}
+		})
 	}
 }

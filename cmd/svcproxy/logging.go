@@ -17,7 +17,7 @@ func startLogging(o *options) error {
 	// In-process tests run several commands; an unchanged configuration may be
 	// applied again.
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
-	if err := logsapi.ValidateAndApplyAsField(&o.config.Logging, o.gates, field.NewPath("logging")); err != nil {
+	if err := logsapi.ValidateAndApplyAsField(&o.Config.Logging, o.gates, field.NewPath("logging")); err != nil {
 		return fmt.Errorf("initialize logging: %w", err)
 	}
 	klog.InfoS("Version info", "version", version.Get().GitVersion, "gitCommit", version.Get().GitCommit)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 
+	"github.com/svcproxy/svcproxy/pkg/agent"
 	"github.com/svcproxy/svcproxy/pkg/config"
 )
 
@@ -45,7 +46,7 @@ func run(args []string) int {
 		return 2
 	}
 	if o.writeConfigTo != "" {
-		if err := config.Write(o.config, o.writeConfigTo); err != nil {
+		if err := config.Write(o.Config, o.writeConfigTo); err != nil {
 			klog.ErrorS(err, "Writing the configuration failed")
 			klog.Flush()
 			return 1
@@ -63,10 +64,10 @@ func run(args []string) int {
 	defer stop()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if o.configFile != "" && !o.cleanup {
+	if o.configFile != "" && !o.Cleanup {
 		config.WatchFile(ctx, cancel, o.configFile, 2*time.Second)
 	}
-	err = serve(ctx, o)
+	err = agent.Run(ctx, &o.Options)
 	if cause := context.Cause(ctx); errors.Is(cause, config.ErrChanged) {
 		err = cause // exit non-zero, as kube-proxy, so that the pod restarts with the new file
 	}

@@ -44,10 +44,10 @@ func TestNodePortOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(o.nodePorts, tc.spec) {
-				t.Errorf("nodePorts = %v, want %v", o.nodePorts, tc.spec)
+			if !reflect.DeepEqual(o.NodePorts, tc.spec) {
+				t.Errorf("nodePorts = %v, want %v", o.NodePorts, tc.spec)
 			}
-			want(t, "localhostNodePorts", o.localhostNodePorts, tc.localhost)
+			want(t, "localhostNodePorts", o.LocalhostNodePorts, tc.localhost)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/svcproxy/svcproxy/pkg/agent"
 	"github.com/svcproxy/svcproxy/pkg/config"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -104,9 +105,9 @@ func offlineRulesets(name string, args []string) ([]offline.Table, offlineArgs, 
 		fmt.Fprintln(os.Stderr, errs.ToAggregate())
 		return nil, offlineArgs{}, 2
 	}
-	settings := proxySettings{clusterCIDR: *cidr, masqueradeAll: *masqAll, nodeName: strings.ToLower(strings.TrimSpace(self.Name)),
-		localhostNodePorts: self.Localhost}
-	tables := offline.Render(objs, settings.options, sel, os.Stderr)
+	settings := agent.ProxySettings{ClusterCIDR: *cidr, MasqueradeAll: *masqAll, NodeName: strings.ToLower(strings.TrimSpace(self.Name)),
+		LocalhostNodePorts: self.Localhost}
+	tables := offline.Render(objs, settings.Options, sel, os.Stderr)
 	return tables, offlineArgs{pos: fs.Args(), nodeAddrs: local, nodeIPGiven: len(self.IPs) > 0}, 0
 }
 

@@ -18,11 +18,11 @@ import (
 // connection always finds one of the two. --takeover=false leaves kube-proxy's rules
 // alone (to run svcproxy next to a kube-proxy on purpose, e.g. to compare them).
 
-// addTakeoverFlag registers --takeover on fs, stored inverted in o.noTakeover so that
+// addTakeoverFlag registers --takeover on fs, stored inverted in o.NoTakeover so that
 // the zero options take over, like kube-proxy, which always cleans up after the other
 // modes.
 func addTakeoverFlag(fs *pflag.FlagSet, o *options) {
-	fs.Var((*invertedBool)(&o.noTakeover), "takeover",
+	fs.Var((*invertedBool)(&o.NoTakeover), "takeover",
 		"After the first sync, remove what kube-proxy left in the kernel (iptables-nft chains, nftables tables, kube-ipvs0, IPVS services, ipsets); false to run next to a kube-proxy.")
 	fs.Lookup("takeover").NoOptDefVal = "true"
 }

@@ -278,10 +278,10 @@ func TestTakeoverFlag(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parseFlags(%q): %v", tc.args, err)
 		}
-		if o.noTakeover != tc.off {
-			t.Errorf("parseFlags(%q): takeover off = %v, want %v", tc.args, o.noTakeover, tc.off)
+		if o.NoTakeover != tc.off {
+			t.Errorf("parseFlags(%q): takeover off = %v, want %v", tc.args, o.NoTakeover, tc.off)
 		}
-		if len(tc.args) == 2 && !o.cleanup {
+		if len(tc.args) == 2 && !o.Cleanup {
 			t.Errorf("parseFlags(%q) swallowed --cleanup", tc.args)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // others: client-go's Clientset (k8s.io/client-go/kubernetes) and informer
 // factory would make every build compile the clients, informers and listers
 // of every API group, doubling a fresh clone's first build.
-// TestNoWholeClientset keeps it that way.
+// cmd/svcproxy's TestNoWholeClientset keeps it that way.
 type cluster struct {
 	core      typedcorev1.CoreV1Interface           // Services, Nodes, core/v1 Events
 	discovery typeddiscoveryv1.DiscoveryV1Interface // EndpointSlices
@@ -39,20 +39,20 @@ func (c cluster) endpointsClients() endpoints.Clients {
 // clusterClient connects to the cluster as kube-proxy does: in-cluster config, or
 // --kubeconfig/--master; clientConnection's content types (protobuf by default),
 // QPS and burst.
-func clusterClient(o *options) (cluster, error) {
+func clusterClient(o *Options) (cluster, error) {
 	var cfg *rest.Config
 	var err error
-	if o.kubeconfig == "" && o.master == "" {
+	if o.Kubeconfig == "" && o.Master == "" {
 		cfg, err = rest.InClusterConfig()
 	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags(o.master, o.kubeconfig)
+		cfg, err = clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
 	}
 	if err != nil {
 		return cluster{}, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "svcproxy"
 	// clientConnection's settings, as kube-proxy's createClient sets them.
-	cc := o.config.ClientConnection
+	cc := o.Config.ClientConnection
 	cfg.AcceptContentTypes, cfg.ContentType, cfg.QPS, cfg.Burst = cc.AcceptContentTypes, cc.ContentType, cc.QPS, int(cc.Burst)
 	c, err := newCluster(cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -36,29 +36,29 @@ func newHealthCheckServer(reg prometheus.Registerer, recorder *events.Recorder, 
 // interface addresses, as these change. thisNode (nil without a cluster) gives the
 // primary IPs for the 'primary' keyword, with --bind-address, and their changes:
 // kube-proxy exits when they change, svcproxy selects again.
-func watchNodePortAddresses(ctx context.Context, o *options, thisNode *node.Watcher, netNS int, fps familyProxies, hc *healthcheck.Server) error {
+func watchNodePortAddresses(ctx context.Context, o *Options, thisNode *node.Watcher, netNS int, fps familyProxies, hc *healthcheck.Server) error {
 	primaryIPs := func() []netip.Addr {
 		var status []corev1.NodeAddress
 		if thisNode != nil {
 			status = thisNode.Addresses()
 		}
-		return nodeaddr.PrimaryIPs(status, o.bindAddress)
+		return nodeaddr.PrimaryIPs(status, o.BindAddress)
 	}
 	primary := primaryIPs()
-	if o.nodePorts.Primary {
+	if o.NodePorts.Primary {
 		klog.InfoS("NodePort address 'primary' resolved", "primaryIPs", primary)
 	}
 	w, err := nodeaddr.Start(ctx, nodeaddr.WatchConfig{
-		Spec:    o.nodePorts,
+		Spec:    o.NodePorts,
 		Primary: primary,
-		Resync:  o.syncPeriod,
+		Resync:  o.SyncPeriod,
 		NetNS:   netNS,
 		OnChange: func(sel nodeaddr.Selection) {
 			fps.setNodeAddresses(sel)
 			hc.SetAddresses(fps.served(sel))
 		},
 	})
-	if err != nil || thisNode == nil || !o.nodePorts.Primary {
+	if err != nil || thisNode == nil || !o.NodePorts.Primary {
 		return err
 	}
 	go func() {

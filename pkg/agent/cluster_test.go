@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"k8s.io/client-go/kubernetes/fake"

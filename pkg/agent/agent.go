@@ -1,4 +1,12 @@
-package main
+// Package agent is the running svcproxy: from agent.Options (the flags and
+// KubeProxyConfiguration, resolved by cmd/svcproxy) to one tracker and proxy
+// per IP family the node serves, fed by the cluster's informers or a manifests
+// directory, with the metrics and health servers and kube-proxy's endpoints on
+// them, Events, the health check node ports following the node's addresses,
+// and the takeover from kube-proxy after the first sync. It builds each
+// family's proxy.Options in one place (ProxySettings), which render and trace
+// use too.
+package agent
 
 import (
 	"context"
@@ -31,9 +39,14 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/takeover"
 )
 
-func serve(ctx context.Context, o *options) error { return serveWith(ctx, o, nodeEnv(o.sysctlDir)) }
+// Run runs the proxy on this node until ctx ends: one tracker and proxy per IP
+// family the node serves, fed by the cluster's informers or by o.Manifests, the
+// metrics and health servers, Events, the health check node ports and the
+// takeover from kube-proxy. With o.Cleanup it removes what svcproxy (and, unless
+// o.NoTakeover, kube-proxy) left in the kernel instead.
+func Run(ctx context.Context, o *Options) error { return run(ctx, o, nodeEnv(o.SysctlDir)) }
 
-// serveEnv is what serve takes from the machine it runs on; tests give a fake
+// serveEnv is what Run takes from the machine it runs on; tests give a fake
 // kernel and their own network namespace.
 type serveEnv struct {
 	// kernel programs family f's table.
@@ -64,18 +77,18 @@ func nodeEnv(sysctlDir string) serveEnv {
 	}
 }
 
-func serveWith(ctx context.Context, o *options, env serveEnv) error {
-	if o.cleanup {
+func run(ctx context.Context, o *Options, env serveEnv) error {
+	if o.Cleanup {
 		return cleanup(ctx, o, env)
 	}
 
-	applyOOMScoreAdj(o.config.OOMScoreAdj)
+	applyOOMScoreAdj(o.Config.OOMScoreAdj)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
 	manifestErrors := manifests.NewErrors(reg)
 	takeoverRemoved := takeover.NewRemovedObjects(reg)
-	health := &proxy.Health{Timeout: 2 * o.syncPeriod, Metrics: metrics}
+	health := &proxy.Health{Timeout: 2 * o.SyncPeriod, Metrics: metrics}
 
 	recorder := &events.Recorder{} // log only until connected to a cluster
 	defer recorder.Shutdown()
@@ -86,13 +99,13 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if err != nil {
 		return err
 	}
-	if err := listen(ctx, "metrics", o.metricsAddr, mh); err != nil {
+	if err := listen(ctx, "metrics", o.MetricsAddr, mh); err != nil {
 		return err
 	}
 
 	var client cluster
 	var thisNode *node.Watcher // this node's Node object (nil without a cluster)
-	if o.manifests == "" {
+	if o.Manifests == "" {
 		if client, err = clusterClient(o); err != nil {
 			return err
 		}
@@ -106,7 +119,7 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if env.setSysctl != nil {
 		// As kube-proxy at start; its failure is logged, not fatal: the
 		// Services are served either way.
-		if err := conntrack.SetTimeouts(env.setSysctl, config.ConntrackTimeouts(o.config)); err != nil {
+		if err := conntrack.SetTimeouts(env.setSysctl, config.ConntrackTimeouts(o.Config)); err != nil {
 			klog.ErrorS(err, "Setting the configured conntrack timeouts")
 		}
 	}
@@ -114,11 +127,11 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 	if thisNode != nil {
 		status = thisNode.Addresses()
 	}
-	families, err := node.ServedFamilies(node.PrimaryFamily(status, o.bindAddress), env.usable)
+	families, err := node.ServedFamilies(node.PrimaryFamily(status, o.BindAddress), env.usable)
 	if err != nil {
 		return err
 	}
-	warnings, fatal := config.CheckFamilies(families[0], len(families) == 2, o.clusterCIDR, config.NodePortEntries(o.config), o.healthzAddr, o.metricsAddr)
+	warnings, fatal := config.CheckFamilies(families[0], len(families) == 2, o.ClusterCIDR, config.NodePortEntries(o.Config), o.HealthzAddr, o.MetricsAddr)
 	for _, w := range warnings {
 		klog.ErrorS(errors.New(w), "svcproxy configuration may be incomplete or incorrect")
 	}
@@ -136,12 +149,12 @@ func serveWith(ctx context.Context, o *options, env serveEnv) error {
 		env.started(fps)
 	}
 
-	if err := listen(ctx, "healthz", o.healthzAddr, health.Handler()); err != nil {
+	if err := listen(ctx, "healthz", o.HealthzAddr, health.Handler()); err != nil {
 		return err
 	}
 	var waitReady func(context.Context) bool
-	if o.manifests != "" {
-		waitReady, err = manifests.Watch(ctx, o.manifests, trackerSet(fps.trackers()), manifestErrors)
+	if o.Manifests != "" {
+		waitReady, err = manifests.Watch(ctx, o.Manifests, trackerSet(fps.trackers()), manifestErrors)
 	} else {
 		recorder.Connect(client.core, client.events, nodeName(o), fps.serviceUID)
 		waitReady, err = watchCluster(ctx, client, fps.trackers())
@@ -173,7 +186,7 @@ type proxyParts struct {
 }
 
 // newFamilyProxies builds a tracker and a proxy per family.
-func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []endpoints.Family, parts proxyParts) familyProxies {
+func newFamilyProxies(ctx context.Context, o *Options, env serveEnv, families []endpoints.Family, parts proxyParts) familyProxies {
 	var ct *conntrack.Cleaner
 	if env.conntrack != nil {
 		var err error
@@ -182,14 +195,14 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 		}
 	}
 	var onSynced func(endpoints.Family) func()
-	if !o.noTakeover {
+	if !o.NoTakeover {
 		onSynced = allSynced(families, takeover.AfterSync(ctx, parts.takeoverRemoved))
 	}
 	hcs := newHealthCheckMerger(parts.hc)
 	conflicts := &conflictGauge{gauge: parts.metrics.ConflictingServices}
 	portConflicts := &conflictGauge{gauge: parts.metrics.ConflictingNodePorts}
-	settings := proxySettings{clusterCIDR: o.clusterCIDR, masqueradeAll: o.masqueradeAll, nodeName: nodeName(o),
-		localhostNodePorts: o.localhostNodePorts, conntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()}
+	settings := ProxySettings{ClusterCIDR: o.ClusterCIDR, MasqueradeAll: o.MasqueradeAll, NodeName: nodeName(o),
+		LocalhostNodePorts: o.LocalhostNodePorts, ConntrackTCPLiberal: proxy.ReadConntrackTCPLiberal()}
 	fps := make(familyProxies, 0, len(families))
 	ledger := &proxy.CommitLedger{}
 	for _, f := range families {
@@ -205,13 +218,13 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 			Counts:     parts.metrics,
 		})
 		cfg := proxy.Config{
-			Options:               settings.options(f),
+			Options:               settings.Options(f),
 			Tracker:               fp.tracker,
 			Kernel:                env.kernel(f),
 			Metrics:               parts.metrics,
 			Health:                parts.health,
-			SyncPeriod:            o.syncPeriod,
-			MinSyncPeriod:         o.minSyncPeriod,
+			SyncPeriod:            o.SyncPeriod,
+			MinSyncPeriod:         o.MinSyncPeriod,
 			SetSysctl:             env.setSysctl,
 			OnHealthCheckServices: hcs.hook(f),
 			Ledger:                ledger,
@@ -233,7 +246,7 @@ func newFamilyProxies(ctx context.Context, o *options, env serveEnv, families []
 
 // cleanup deletes svcproxy's tables of both families and, unless
 // --takeover=false, what kube-proxy left.
-func cleanup(ctx context.Context, o *options, env serveEnv) error {
+func cleanup(ctx context.Context, o *Options, env serveEnv) error {
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
 		err := env.kernel(f).DeleteTable(ctx, proxy.TableFamily(f), proxy.TableName)
 		if f == endpoints.IPv6 && errors.Is(err, unix.EAFNOSUPPORT) {
@@ -246,7 +259,7 @@ func cleanup(ctx context.Context, o *options, env serveEnv) error {
 	}
 	// Like kube-proxy --cleanup, which removes every mode's rules; with
 	// --takeover=false only ours, for the way back once kube-proxy serves.
-	if o.noTakeover {
+	if o.NoTakeover {
 		return nil
 	}
 	if err := takeover.RunAndLog(ctx, takeover.Options{}, nil); err != nil {
@@ -255,11 +268,11 @@ func cleanup(ctx context.Context, o *options, env serveEnv) error {
 	return nil
 }
 
-func metricsHandler(reg *prometheus.Registry, o *options) (http.Handler, error) {
+func metricsHandler(reg *prometheus.Registry, o *Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(withComponentBaseMetrics(reg), promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	return mux, addKubeProxyEndpoints(mux, o.config)
+	return mux, addKubeProxyEndpoints(mux, o.Config)
 }
 
 // listen serves h on addr until ctx ends; an empty addr disables the server.
@@ -285,9 +298,9 @@ func listen(ctx context.Context, what, addr string, h http.Handler) error {
 	return nil
 }
 
-func nodeName(o *options) string {
-	if o.hostnameOverride != "" {
-		return strings.ToLower(strings.TrimSpace(o.hostnameOverride))
+func nodeName(o *Options) string {
+	if o.HostnameOverride != "" {
+		return strings.ToLower(strings.TrimSpace(o.HostnameOverride))
 	}
 	h, _ := os.Hostname()
 	return strings.ToLower(h)

@@ -1,8 +1,11 @@
-package main
+package agent
 
 import (
 	"context"
 	"fmt"
+	"github.com/svcproxy/svcproxy/pkg/config"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +25,15 @@ import (
 func TestServeDualStackManifests(t *testing.T) {
 	netnstest.RequireRoot(t) // the NodePort address watcher reads a namespace of its own
 	ns := netnstest.New(t, "serve6")
-	o, err := parseFlags([]string{"--manifests", "testdata/dualstack", "--hostname-override", "me", "--takeover=false",
-		"--metrics-bind-address", "", "--healthz-bind-address", "", "--oom-score-adj", "0",
-		"--cluster-cidr", "10.244.0.0/16,fd00:244::/56", "--sync-period", "1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// svcproxy --manifests ../../cmd/svcproxy/testdata/dualstack --hostname-override me --takeover=false
+	//   --metrics-bind-address "" --healthz-bind-address "" --oom-score-adj 0
+	//   --cluster-cidr 10.244.0.0/16,fd00:244::/56 --sync-period 1h
+	o := testOptions(t, func(c *kubeproxyconfig.KubeProxyConfiguration) {
+		c.HostnameOverride, c.MetricsBindAddress, c.HealthzBindAddress = "me", "", ""
+		c.OOMScoreAdj = ptr.To[int32](0)
+		c.ClusterCIDR = "10.244.0.0/16,fd00:244::/56"
+		c.IPTables.SyncPeriod.Duration = time.Hour
+	}, Options{Manifests: "../../cmd/svcproxy/testdata/dualstack", NoTakeover: true})
 	kernels := map[endpoints.Family]*nft.Fake{endpoints.IPv4: nft.NewFake(), endpoints.IPv6: nft.NewFake()}
 	started := make(chan familyProxies, 1)
 	env := serveEnv{
@@ -39,7 +45,7 @@ func TestServeDualStackManifests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- serveWith(ctx, o, env) }()
+	go func() { done <- run(ctx, o, env) }()
 
 	var fps familyProxies
 	select {
@@ -111,4 +117,18 @@ func TestServeDualStackManifests(t *testing.T) {
 			t.Errorf("%s proxy renders table family %s", fp.family, fp.proxy.Desired().Family)
 		}
 	}
+}
+
+// testOptions are the Options cmd/svcproxy resolves from a configuration:
+// kube-proxy's defaults changed by set (nil: none), read into o.
+func testOptions(t *testing.T, set func(*kubeproxyconfig.KubeProxyConfiguration), o Options) *Options {
+	t.Helper()
+	cfg := config.Default()
+	if set != nil {
+		set(cfg)
+	}
+	if err := o.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return &o
 }

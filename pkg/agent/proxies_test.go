@@ -1,41 +1,13 @@
-package main
+package agent
 
 import (
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/healthcheck"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
-
-// TestDualStackFlags: kube-proxy's validation of --cluster-cidr, and
-// --nodeport-addresses with CIDRs of both families and primary.
-func TestDualStackFlags(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
-		{name: "dual-stack pair", args: []string{"--cluster-cidr", "10.244.0.0/16,fd00:244::/56"}},
-		{name: "IPv6 only", args: []string{"--cluster-cidr", "fd00:244::/56"}},
-		{name: "two IPv6 CIDRs", args: []string{"--cluster-cidr", "fd00:1::/56,fd00:2::/56"},
-			wantErr: `clusterCIDR: Invalid value: "fd00:1::/56,fd00:2::/56": must be a either a single CIDR or dual-stack pair of CIDRs`},
-		{name: "three CIDRs", args: []string{"--cluster-cidr", "10.1.0.0/16,fd00::/56,10.2.0.0/16"},
-			wantErr: `must be a either a single CIDR or dual-stack pair of CIDRs`},
-		{name: "nodeport addresses of both families and primary", args: []string{"--nodeport-addresses", "10.0.0.0/8,fd00::/64,primary"}},
-		{name: "bad IPv6 nodeport CIDR", args: []string{"--nodeport-addresses", "fd00::/129"}, wantErr: `nodePortAddresses[0]: Invalid value: "fd00::/129"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			silenceStderr(t)
-			_, err := parseFlags(tc.args)
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("parseFlags(%q) = %v, want %q", tc.args, err, tc.wantErr)
-			}
-		})
-	}
-}
 
 // TestHealthCheckMerge: a dual-stack Local Service has one health check node
 // port; it answers with the larger family's local endpoint count.
@@ -77,7 +49,7 @@ func TestTakeoverAfterEveryFamilySynced(t *testing.T) {
 // the same way: the family's own entry of the cluster CIDR, localhost NodePorts
 // for IPv4 only, the rest as given.
 func TestProxySettingsPerFamily(t *testing.T) {
-	s := proxySettings{clusterCIDR: "10.244.0.0/16,fd00:244::/56", masqueradeAll: true, nodeName: "me", localhostNodePorts: true, conntrackTCPLiberal: true}
+	s := ProxySettings{ClusterCIDR: "10.244.0.0/16,fd00:244::/56", MasqueradeAll: true, NodeName: "me", LocalhostNodePorts: true, ConntrackTCPLiberal: true}
 	for _, tc := range []struct {
 		family endpoints.Family
 		want   proxy.Options
@@ -85,7 +57,7 @@ func TestProxySettingsPerFamily(t *testing.T) {
 		{endpoints.IPv4, proxy.Options{Family: endpoints.IPv4, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), MasqueradeAll: true, NodeName: "me", LocalhostNodePorts: true, ConntrackTCPLiberal: true}},
 		{endpoints.IPv6, proxy.Options{Family: endpoints.IPv6, ClusterCIDR: netip.MustParsePrefix("fd00:244::/56"), MasqueradeAll: true, NodeName: "me", ConntrackTCPLiberal: true}},
 	} {
-		if got := s.options(tc.family); got != tc.want {
+		if got := s.Options(tc.family); got != tc.want {
 			t.Errorf("%s: options %+v, want %+v", tc.family, got, tc.want)
 		}
 	}

@@ -1,9 +1,10 @@
-package main
+package agent
 
 import (
 	"context"
 	"encoding/json"
 	"io"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,18 +50,21 @@ func (f *fakeAPIServer) lastAccept() string {
 // kube-proxy's clientConnection.contentType default does, and follows the file.
 func TestClusterClientContentTypes(t *testing.T) {
 	for _, tc := range []struct {
-		name, body, wantAccept string
+		name       string
+		set        func(*kubeproxyconfig.KubeProxyConfiguration) // clientConnection as in the file
+		wantAccept string
 	}{
 		{name: "default: protobuf", wantAccept: "application/vnd.kubernetes.protobuf, */*"},
-		{name: "contentType json", body: "clientConnection: {contentType: application/json}\n", wantAccept: "application/json, */*"},
-		{name: "acceptContentTypes wins", body: "clientConnection: {acceptContentTypes: application/json}\n", wantAccept: "application/json"},
+		{name: "contentType json", set: func(c *kubeproxyconfig.KubeProxyConfiguration) { c.ClientConnection.ContentType = "application/json" },
+			wantAccept: "application/json, */*"},
+		{name: "acceptContentTypes wins", set: func(c *kubeproxyconfig.KubeProxyConfiguration) {
+			c.ClientConnection.AcceptContentTypes = "application/json"
+		},
+			wantAccept: "application/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newFakeAPIServer(t)
-			o, err := parseFlags([]string{"--config", writeConfigFile(t, tc.body), "--master", api.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := testOptions(t, tc.set, Options{Master: api.URL})
 			client, err := clusterClient(o)
 			if err != nil {
 				t.Fatal(err)
@@ -80,10 +84,9 @@ func TestClusterClientContentTypes(t *testing.T) {
 // /proxyMode, /configz, /healthz, and /debug/pprof only with enableProfiling.
 func TestMetricsAddressEndpoints(t *testing.T) {
 	api := newFakeAPIServer(t)
-	o, err := parseFlags([]string{"--config", writeConfigFile(t, "mode: iptables\nclusterCIDR: 10.244.0.0/16\nenableProfiling: true\n"), "--master", api.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := testOptions(t, func(c *kubeproxyconfig.KubeProxyConfiguration) {
+		c.Mode, c.ClusterCIDR, c.EnableProfiling = "iptables", "10.244.0.0/16", true
+	}, Options{Master: api.URL})
 	// A request through client-go, so that the rest_client_* metrics have a sample.
 	client, err := clusterClient(o)
 	if err != nil {
@@ -140,10 +143,7 @@ func TestMetricsAddressEndpoints(t *testing.T) {
 }
 
 func TestProfilingOffByDefault(t *testing.T) {
-	o, err := parseFlags([]string{"--config", writeConfigFile(t, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := testOptions(t, nil, Options{})
 	h, err := metricsHandler(prometheus.NewRegistry(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -26,21 +26,21 @@ type familyProxy struct {
 	proxy   *proxy.Proxy
 }
 
-// proxySettings are the settings every family's proxy takes from svcproxy's
-// flags or configuration (serve) or from render's and trace's flags.
-type proxySettings struct {
-	clusterCIDR         string // one CIDR, or one per family
-	masqueradeAll       bool
-	nodeName            string
-	localhostNodePorts  bool
-	conntrackTCPLiberal bool
+// ProxySettings are the settings every family's proxy takes from svcproxy's
+// flags or configuration (Run) or from render's and trace's flags.
+type ProxySettings struct {
+	ClusterCIDR         string // one CIDR, or one per family
+	MasqueradeAll       bool
+	NodeName            string
+	LocalhostNodePorts  bool
+	ConntrackTCPLiberal bool
 }
 
-// options are the proxy.Options of family f's proxy: its own family's entry of
+// Options are the proxy.Options of family f's proxy: its own family's entry of
 // clusterCIDR, and localhost NodePorts for IPv4 only (kube-proxy has none on ::1).
-func (s proxySettings) options(f endpoints.Family) proxy.Options {
-	return proxy.Options{Family: f, ClusterCIDR: config.ClusterCIDRFor(s.clusterCIDR, f), MasqueradeAll: s.masqueradeAll,
-		NodeName: s.nodeName, LocalhostNodePorts: s.localhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: s.conntrackTCPLiberal}
+func (s ProxySettings) Options(f endpoints.Family) proxy.Options {
+	return proxy.Options{Family: f, ClusterCIDR: config.ClusterCIDRFor(s.ClusterCIDR, f), MasqueradeAll: s.MasqueradeAll,
+		NodeName: s.NodeName, LocalhostNodePorts: s.LocalhostNodePorts && f == endpoints.IPv4, ConntrackTCPLiberal: s.ConntrackTCPLiberal}
 }
 
 // familyProxies are the proxies of the families a node serves, primary first.
