@@ -63,13 +63,18 @@ func ruleHashOf(ud []byte) (hash uint64, ok bool) {
 // rule's hash (in practice), so the chain holding it differs and is rewritten.
 const foreignRuleHash uint64 = 0
 
-// decodeRule returns the table, chain and hash of an NFT_MSG_NEWRULE message.
-func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
+// decodeRule returns the table, chain and hash of an NFT_MSG_NEWRULE message, and
+// the digest of what the rule does (exprsDigest): the hash says which rule
+// svcproxy wrote, the digest whether the kernel holds that rule, as anyone can
+// copy user data onto another rule. Expressions that cannot be decoded give
+// foreignExprsDigest, never an error: the rule is drift to rewrite.
+func decodeRule(data []byte) (table, chain string, hash, exprs uint64, err error) {
 	ad, err := nlattr.Msg(data)
 	if err != nil {
-		return "", "", 0, err
+		return "", "", 0, 0, err
 	}
-	hash = foreignRuleHash
+	hash, exprs = foreignRuleHash, foreignExprsDigest
+	hasExprs := false
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
@@ -78,12 +83,19 @@ func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
 			chain = nlattr.CString(ad.Bytes())
 		case unix.NFTA_RULE_USERDATA:
 			hash, _ = ruleHashOf(ad.Bytes())
+		case unix.NFTA_RULE_EXPRESSIONS:
+			exprs, _ = exprsDigest(ad.Bytes())
+			hasExprs = true
 		}
 	}
 	if err := ad.Err(); err != nil {
-		return "", "", 0, fmt.Errorf("decode rule: %w", err)
+		return "", "", 0, 0, fmt.Errorf("decode rule: %w", err)
 	}
-	return table, chain, hash, nil
+	if !hasExprs {
+		// A rule without expressions does nothing; svcproxy never writes one.
+		exprs = foreignExprsDigest
+	}
+	return table, chain, hash, exprs, nil
 }
 
 // decodeChain returns the table, name and view of an NFT_MSG_NEWCHAIN message.
