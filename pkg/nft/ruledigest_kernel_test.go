@@ -1,16 +1,12 @@
 package nft
 
 import (
-	"encoding/hex"
-	"strings"
 	"testing"
 
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
 // TestKernelRuleDigestsMatch: every rule of the sample tables (every statement
@@ -75,52 +71,4 @@ func dumpRules(t *testing.T, conn *netlink.Conn, family Family, table, chain str
 		out = append(out, m.Data)
 	}
 	return out
-}
-
-// exprsOf returns the NFTA_RULE_EXPRESSIONS payload of a rule message.
-func exprsOf(msg []byte) []byte {
-	ad, err := nlattr.Msg(msg)
-	if err != nil {
-		return nil
-	}
-	var b []byte
-	for ad.Next() {
-		if ad.Type() == unix.NFTA_RULE_EXPRESSIONS {
-			b = ad.Bytes()
-		}
-	}
-	return b
-}
-
-// ourExprs encodes r's expressions as an NFTA_RULE_EXPRESSIONS payload.
-func ourExprs(t *testing.T, family Family, r Rule) []byte {
-	t.Helper()
-	var attrs []netlink.Attribute
-	for _, e := range ruleExprs(&encCtx{family: family, setID: func(string) uint32 { return 0 }}, r) {
-		b, err := expr.Marshal(byte(family), e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patchCtKey(b, ctIPKey(family))
-		attrs = append(attrs, netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: b})
-	}
-	b, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// canonText prints the canonical form of each expression of a list, for failures.
-func canonText(t *testing.T, list []byte) string {
-	var parts []string
-	_ = walkAttrs(list, func(_ uint16, _ int, elem []byte) {
-		c, err := canonExpr(nil, elem)
-		if err != nil {
-			parts = append(parts, err.Error())
-			return
-		}
-		parts = append(parts, hex.EncodeToString(c))
-	})
-	return strings.Join(parts, " | ")
 }
