@@ -175,6 +175,7 @@ func checkRBAC(t *testing.T, in *install.Install, namespace, sa string) {
 		"events.k8s.io/events create", "events.k8s.io/events patch", // the start-up Event on the Node
 		"/services list", "/services watch", // informers
 		"discovery.k8s.io/endpointslices list", "discovery.k8s.io/endpointslices watch",
+		"networking.k8s.io/servicecidrs list", "networking.k8s.io/servicecidrs watch", // drops for unallocated service addresses
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -3,13 +3,16 @@
 package promtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Sample is one element of an instant query's vector result.
@@ -27,6 +30,16 @@ func Config(job string, targets []string) string {
 	}
 	return "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n" +
 		"scrape_configs:\n- job_name: " + job + "\n  static_configs:\n  - targets: [" + strings.Join(quoted, ", ") + "]\n"
+}
+
+// QueryVia returns Query for the Prometheus at addr (host:port), reached through
+// dial: the tests' Prometheus listens inside a network namespace.
+func QueryVia(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) func(q string) ([]Sample, error) {
+	hc := &http.Client{
+		Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true},
+		Timeout:   10 * time.Second,
+	}
+	return func(q string) ([]Sample, error) { return Query(hc, addr, q) }
 }
 
 // Query runs the instant query q against the Prometheus at addr (host:port) and

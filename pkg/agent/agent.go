@@ -158,6 +158,9 @@ func run(ctx context.Context, o *Options, env serveEnv) error {
 	} else {
 		recorder.Connect(client.core, client.events, nodeName(o), fps.serviceUID)
 		waitReady, err = watchCluster(ctx, client, fps.trackers())
+		if err == nil {
+			watchServiceCIDRs(ctx, client, fps, metrics.InvalidObjects)
+		}
 	}
 	if err != nil {
 		return err
@@ -328,6 +331,26 @@ func watchCluster(ctx context.Context, client cluster, trackers []*endpoints.Tra
 		err := wait.PollUntilContextCancel(ctx, syncedPoll, true, func(context.Context) (bool, error) { return synced(), nil })
 		return err == nil
 	}, nil
+}
+
+// watchServiceCIDRs feeds the cluster's ServiceCIDRs to every family's proxy,
+// which drops new connections to their addresses that no Service holds, as
+// kube-proxy nftables does. The first sync does not wait for them (kube-proxy's
+// does not either): the drops are added by the sync their list triggers.
+func watchServiceCIDRs(ctx context.Context, client cluster, fps familyProxies, invalid *prometheus.CounterVec) {
+	var tr *endpoints.ServiceCIDRTracker
+	tr = endpoints.NewServiceCIDRTracker(endpoints.ServiceCIDRTrackerOptions{
+		OnInvalid: func(kind, _, name, reason string) {
+			klog.InfoS("Skipping malformed input", "kind", kind, "object", name, "reason", reason)
+			invalid.WithLabelValues(kind).Inc()
+		},
+		OnChange: func() {
+			for _, fp := range fps {
+				fp.proxy.SetServiceCIDRs(tr.CIDRs(fp.family))
+			}
+		},
+	})
+	endpoints.NewServiceCIDRInformer(client.networking, tr, endpoints.ServiceCIDROptions{WatchList: client.watchList}).Start(ctx.Done())
 }
 
 // syncedPoll is how often the informers' having synced is checked.

@@ -10,6 +10,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	typednetworkingv1 "k8s.io/client-go/kubernetes/typed/networking/v1"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
@@ -23,6 +24,9 @@ type cluster struct {
 	core      typedcorev1.CoreV1Interface           // Services, Nodes, core/v1 Events
 	discovery typeddiscoveryv1.DiscoveryV1Interface // EndpointSlices
 	events    typedeventsv1.EventsV1Interface       // the start-up Event
+	// networking serves ServiceCIDRs (the service CIDRs whose unallocated
+	// addresses are dropped).
+	networking typednetworkingv1.NetworkingV1Interface
 	// watchList is asked by the reflectors whether the client can stream
 	// lists; nil (it can) for a real client, the fake Clientset in tests.
 	watchList any
@@ -61,7 +65,7 @@ func clusterClient(o *Options) (cluster, error) {
 	return c, nil
 }
 
-// newCluster is kubernetes.NewForConfig for our three groups: one HTTP client
+// newCluster is kubernetes.NewForConfig for our four groups: one HTTP client
 // (one connection pool) and one QPS/burst rate limiter shared by all of them.
 func newCluster(cfg *rest.Config) (cluster, error) {
 	cfg = rest.CopyConfig(cfg)
@@ -84,6 +88,9 @@ func newCluster(cfg *rest.Config) (cluster, error) {
 	}
 	if c.events, err = typedeventsv1.NewForConfigAndClient(cfg, httpClient); err != nil {
 		return cluster{}, fmt.Errorf("events/v1 client: %w", err)
+	}
+	if c.networking, err = typednetworkingv1.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return cluster{}, fmt.Errorf("networking.k8s.io/v1 client: %w", err)
 	}
 	c.coreREST, c.discoveryREST = c.core.RESTClient(), c.discovery.RESTClient()
 	return c, nil

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -410,7 +411,7 @@ func (t *Tracker) reportUnexpected(kind string, obj any) {
 // either the object itself or a tombstone. A tombstone's Key is used when its
 // Obj is unusable, since the key alone is enough to forget an object.
 func deletedKey[T interface {
-	*v1.Service | *discoveryv1.EndpointSlice
+	*v1.Service | *discoveryv1.EndpointSlice | *networkingv1.ServiceCIDR
 	GetNamespace() string
 	GetName() string
 }](obj any) (namespace, name string, ok bool) {

@@ -17,10 +17,7 @@ import (
 // family's NFT_CT_DST_IP or NFT_CT_DST_IP6 in the encoded messages; svcproxy writes
 // no other NFT_CT_DST.
 func withCtIPKeys(msgs []netlink.Message, family Family) {
-	key := uint32(unix.NFT_CT_DST_IP)
-	if family == FamilyIPv6 {
-		key = unix.NFT_CT_DST_IP6
-	}
+	key := ctIPKey(family)
 	for i := range msgs {
 		m := &msgs[i]
 		if int(m.Header.Type)&0xff != unix.NFT_MSG_NEWRULE || len(m.Data) < 4 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -26,6 +27,17 @@ var errForeign = errors.New("not an object svcproxy writes")
 const (
 	setFlagConcat = 0x80 // NFT_SET_CONCAT, set by google/nftables on concatenated keys
 	knownSetFlags = unix.NFT_SET_MAP | unix.NFT_SET_EVAL | unix.NFT_SET_TIMEOUT | setFlagConcat
+
+	// Set attributes svcproxy never writes, each of which changes what the set
+	// does: a default timeout expires the elements we add without one, and
+	// expressions attached to a set (a limit, a quota) run on every update of a
+	// dynamic set and can end the rule. A set carrying one is foreign.
+	nftaSetExprAttr    = 17 // NFTA_SET_EXPR
+	nftaSetExpressions = 18 // NFTA_SET_EXPRESSIONS
+	// Likewise for an element: expressions of its own, a stateful object it
+	// refers to, an interval end.
+	nftaSetElemKeyEnd      = 10 // NFTA_SET_ELEM_KEY_END
+	nftaSetElemExpressions = 11 // NFTA_SET_ELEM_EXPRESSIONS
 
 	nfDrop       = 0 // NF_DROP
 	nfAccept     = 1 // NF_ACCEPT
@@ -63,13 +75,18 @@ func ruleHashOf(ud []byte) (hash uint64, ok bool) {
 // rule's hash (in practice), so the chain holding it differs and is rewritten.
 const foreignRuleHash uint64 = 0
 
-// decodeRule returns the table, chain and hash of an NFT_MSG_NEWRULE message.
-func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
+// decodeRule returns the table, chain and hash of an NFT_MSG_NEWRULE message, and
+// the digest of what the rule does (exprsDigest): the hash says which rule
+// svcproxy wrote, the digest whether the kernel holds that rule, as anyone can
+// copy user data onto another rule. Expressions that cannot be decoded give
+// foreignExprsDigest, never an error: the rule is drift to rewrite.
+func decodeRule(data []byte) (table, chain string, hash, exprs uint64, err error) {
 	ad, err := nlattr.Msg(data)
 	if err != nil {
-		return "", "", 0, err
+		return "", "", 0, 0, err
 	}
-	hash = foreignRuleHash
+	hash, exprs = foreignRuleHash, foreignExprsDigest
+	hasExprs := false
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
@@ -78,12 +95,19 @@ func decodeRule(data []byte) (table, chain string, hash uint64, err error) {
 			chain = nlattr.CString(ad.Bytes())
 		case unix.NFTA_RULE_USERDATA:
 			hash, _ = ruleHashOf(ad.Bytes())
+		case unix.NFTA_RULE_EXPRESSIONS:
+			exprs, _ = exprsDigest(ad.Bytes())
+			hasExprs = true
 		}
 	}
 	if err := ad.Err(); err != nil {
-		return "", "", 0, fmt.Errorf("decode rule: %w", err)
+		return "", "", 0, 0, fmt.Errorf("decode rule: %w", err)
 	}
-	return table, chain, hash, nil
+	if !hasExprs {
+		// A rule without expressions does nothing; svcproxy never writes one.
+		exprs = foreignExprsDigest
+	}
+	return table, chain, hash, exprs, nil
 }
 
 // decodeChain returns the table, name and view of an NFT_MSG_NEWCHAIN message.
@@ -159,8 +183,17 @@ func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
 	s = &Set{}
 	var flags, keyMagic, dataMagic, keyLen, dataLen uint32
 	var hasData bool
+	var unwritten []string // attributes svcproxy never writes (see nftaSetExprAttr)
 	for ad.Next() {
 		switch ad.Type() {
+		case unix.NFTA_SET_TIMEOUT:
+			if ad.Uint64() != 0 {
+				unwritten = append(unwritten, "a default timeout")
+			}
+		case nftaSetExprAttr, nftaSetExpressions:
+			unwritten = append(unwritten, "expressions")
+		case unix.NFTA_SET_OBJ_TYPE:
+			unwritten = append(unwritten, "an object type")
 		case unix.NFTA_SET_TABLE:
 			table = nlattr.CString(ad.Bytes())
 		case unix.NFTA_SET_NAME:
@@ -196,6 +229,9 @@ func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
 	}
 	if flags&^knownSetFlags != 0 {
 		return foreign("flags %#x", flags&^knownSetFlags)
+	}
+	if len(unwritten) > 0 {
+		return foreign("%s", strings.Join(unwritten, ", "))
 	}
 	s.Dynamic = flags&unix.NFT_SET_EVAL != 0
 	s.Timeout = flags&unix.NFT_SET_TIMEOUT != 0
@@ -333,6 +369,9 @@ func decodeElement(s *Set, b []byte) (Element, error) {
 			if f := ad.Uint32(); f != 0 {
 				return Element{}, fmt.Errorf("element flags %#x: %w", f, errForeign)
 			}
+		case unix.NFTA_SET_ELEM_EXPR, nftaSetElemExpressions, unix.NFTA_SET_ELEM_OBJREF, nftaSetElemKeyEnd:
+			// What the element does beyond its key and value: svcproxy writes none.
+			return Element{}, fmt.Errorf("element attribute %d: %w", ad.Type(), errForeign)
 		}
 	}
 	if err := ad.Err(); err != nil {

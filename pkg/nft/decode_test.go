@@ -2,6 +2,7 @@ package nft
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/google/nftables/userdata"
@@ -53,6 +54,12 @@ func setMessage(flags, keyType, keyLen uint32, data ...uint32) []byte {
 	return append([]byte{unix.NFPROTO_IPV4, 0, 0, 0}, b...)
 }
 
+// withAttrs appends attributes to an nfnetlink message.
+func withAttrs(msg []byte, as ...netlink.Attribute) []byte {
+	b, _ := netlink.MarshalAttributes(as)
+	return append(msg, b...)
+}
+
 func TestDecodeSet(t *testing.T) {
 	const ipv4, etherAddr, service = 7, 9, 13
 	tests := []struct {
@@ -71,6 +78,11 @@ func TestDecodeSet(t *testing.T) {
 		{"data type on a plain set", setMessage(0, ipv4, 4, ipv4, 4), "", true, false},
 		{"anonymous", setMessage(unix.NFT_SET_ANONYMOUS|unix.NFT_SET_CONSTANT, ipv4, 4), "", true, true},
 		{"no key type", setMessage(0, 0, 0), "", true, false},
+		{"default timeout", withAttrs(setMessage(unix.NFT_SET_TIMEOUT|unix.NFT_SET_EVAL, ipv4, 4), netlink.Attribute{Type: unix.NFTA_SET_TIMEOUT, Data: []byte{0, 0, 0, 0, 0, 0, 3, 0xe8}}), "", true, false},
+		{"default timeout of zero", withAttrs(setMessage(unix.NFT_SET_TIMEOUT|unix.NFT_SET_EVAL, ipv4, 4), netlink.Attribute{Type: unix.NFTA_SET_TIMEOUT, Data: make([]byte, 8)}), "ipv4_addr", false, false},
+		{"an expression", withAttrs(setMessage(unix.NFT_SET_EVAL, ipv4, 4), netlink.Attribute{Type: nftaSetExprAttr | unix.NLA_F_NESTED}), "", true, false},
+		{"expressions", withAttrs(setMessage(unix.NFT_SET_EVAL, ipv4, 4), netlink.Attribute{Type: nftaSetExpressions | unix.NLA_F_NESTED}), "", true, false},
+		{"object type", withAttrs(setMessage(0, ipv4, 4), netlink.Attribute{Type: unix.NFTA_SET_OBJ_TYPE, Data: []byte{0, 0, 0, 1}}), "", true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,5 +99,39 @@ func TestDecodeSet(t *testing.T) {
 		if _, _, _, err := decodeSet(short); err == nil {
 			t.Errorf("decodeSet(%x) accepted a truncated message", short)
 		}
+	}
+}
+
+// TestDecodeElementAttributesSvcproxyNeverWrites: an element of ours that does more
+// than map its key (expressions of its own, a stateful object, an interval end)
+// makes its set foreign, so the table is rebuilt rather than trusted.
+func TestDecodeElementAttributesSvcproxyNeverWrites(t *testing.T) {
+	s := &Set{Name: "ips", Key: []DataType{TypeIPv4Addr}}
+	key, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: []byte{10, 96, 0, 10}}})
+	elem := func(extra ...netlink.Attribute) []byte {
+		b, _ := netlink.MarshalAttributes(append([]netlink.Attribute{{Type: unix.NFTA_SET_ELEM_KEY | unix.NLA_F_NESTED, Data: key}}, extra...))
+		return b
+	}
+	tests := []struct {
+		name    string
+		b       []byte
+		foreign bool
+	}{
+		{"key only", elem(), false},
+		{"an expression", elem(netlink.Attribute{Type: unix.NFTA_SET_ELEM_EXPR | unix.NLA_F_NESTED}), true},
+		{"expressions", elem(netlink.Attribute{Type: nftaSetElemExpressions | unix.NLA_F_NESTED}), true},
+		{"an object reference", elem(netlink.Attribute{Type: unix.NFTA_SET_ELEM_OBJREF, Data: []byte("q\x00")}), true},
+		{"an interval end", elem(netlink.Attribute{Type: nftaSetElemKeyEnd | unix.NLA_F_NESTED, Data: key}), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := decodeElement(s, tc.b)
+			if errors.Is(err, errForeign) != tc.foreign || (err != nil && !tc.foreign) {
+				t.Fatalf("err = %v, want foreign %v", err, tc.foreign)
+			}
+			if !tc.foreign && e.ID() != (Element{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.10"))}}).ID() {
+				t.Fatalf("decoded %+v", e)
+			}
+		})
 	}
 }

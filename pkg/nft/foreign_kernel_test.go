@@ -85,7 +85,9 @@ func TestKernelForeignObjectsAreRemoved(t *testing.T) {
 	tests := []struct {
 		name     string
 		script   string
+		forge    func(*testing.T, *netnstest.NS) // instead of script, what nft cannot write
 		recreate bool
+		ours     bool // the change replaced one of our elements, which the plan deletes
 	}{
 		{name: "set of a type svcproxy never uses", script: "add set ip sample foreign { type ether_addr; }\nadd element ip sample foreign { 00:11:22:33:44:55 }"},
 		{name: "map with a data type svcproxy never uses", script: "add map ip sample fmap { type ipv4_addr : ether_addr; elements = { 1.2.3.4 : 00:11:22:33:44:55 } }"},
@@ -97,7 +99,16 @@ func TestKernelForeignObjectsAreRemoved(t *testing.T) {
 		{name: "verdict map of another key type jumping to a foreign chain", script: "add chain ip sample fchain\nadd map ip sample fvmap { type ether_addr : verdict; elements = { 00:11:22:33:44:55 : jump fchain } }"},
 		{name: "foreign rule with an anonymous set in our chain", script: "add rule ip sample services ip saddr { 1.1.1.1, 2.2.2.2 } drop"},
 		{name: "element in our set", script: "add element ip sample ips { 10.9.9.9 }"},
-		{name: "element of ours changed", script: "delete element ip sample dispatch { 10.96.0.13 . tcp . 80 }\nadd element ip sample dispatch { 10.96.0.13 . tcp . 80 : accept }"},
+		{name: "element of ours changed", script: "delete element ip sample dispatch { 10.96.0.13 . tcp . 80 }\nadd element ip sample dispatch { 10.96.0.13 . tcp . 80 : accept }", ours: true},
+		{name: "element of ours changed, its comment kept", script: "delete element ip sample dispatch { 10.96.0.12 . tcp . 80 }\nadd element ip sample dispatch { 10.96.0.12 . tcp . 80 comment \"ns/web:http\" : drop }", ours: true},
+		{name: "rule of ours replaced, its user data kept", forge: func(t *testing.T, ns *netnstest.NS) {
+			replaceRuleKeepingUserData(t, ns, "svc-b", 0, []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}})
+		}},
+		{name: "base chain's rule replaced, its user data kept", forge: func(t *testing.T, ns *netnstest.NS) {
+			replaceRuleKeepingUserData(t, ns, "nat-prerouting", 0, []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}})
+		}},
+		{name: "base chain recreated at another priority", script: "delete chain ip sample nat-prerouting\nadd chain ip sample nat-prerouting { type nat hook prerouting priority 100; }\nadd rule ip sample nat-prerouting jump services", recreate: true},
+		{name: "dynamic set recreated with a default timeout", script: "flush chain ip sample svc-a\ndelete set ip sample sticky\nadd set ip sample sticky { type ipv4_addr . ipv4_addr . inet_service . ipv4_addr . inet_service; flags dynamic,timeout; size 65536; timeout 1s; }", recreate: true},
 		{name: "rule in a chain jumping to a foreign chain", script: "add chain ip sample fjump\nadd rule ip sample svc-b jump fjump"},
 		{name: "our base chain's policy set to drop", script: "add chain ip sample nat-prerouting { type nat hook prerouting priority -100; policy drop; }"},
 		{name: "catch-all element in our verdict map", script: "add element ip sample dispatch { * : drop }", recreate: true},
@@ -111,7 +122,11 @@ func TestKernelForeignObjectsAreRemoved(t *testing.T) {
 			if err := k.Apply(context.Background(), PlanFull(r, NewView())); err != nil {
 				t.Fatal(err)
 			}
-			ns.MustRun(t, "sh", "-c", "printf '%s\\n' \"$0\" | nft -f -", tc.script)
+			if tc.forge != nil {
+				tc.forge(t, ns)
+			} else {
+				ns.MustRun(t, "sh", "-c", "printf '%s\\n' \"$0\" | nft -f -", tc.script)
+			}
 			v, err := k.Read(context.Background(), FamilyIPv4, "sample")
 			if err != nil {
 				t.Fatalf("read: %v", err)
@@ -125,7 +140,7 @@ func TestKernelForeignObjectsAreRemoved(t *testing.T) {
 				tx.Recreate = true
 			}
 			for _, e := range tx.DelElements {
-				if _, ours := r.Element(e.ID()); ours && !tc.recreate && tc.name != "element of ours changed" {
+				if _, ours := r.Element(e.ID()); ours && !tc.recreate && !tc.ours {
 					t.Fatalf("plan deletes our element %v", e)
 				}
 			}
@@ -134,6 +149,26 @@ func TestKernelForeignObjectsAreRemoved(t *testing.T) {
 			}
 			assertConverged(t, ns, k, r)
 		})
+	}
+}
+
+// replaceRuleKeepingUserData replaces rule index of chain in table sample with a
+// rule of other expressions that carries the original's user data (its Rule.Hash).
+func replaceRuleKeepingUserData(t *testing.T, ns *netnstest.NS, chain string, index int, exprs []expr.Any) {
+	t.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: "sample"}
+	ch := &nftables.Chain{Table: tb, Name: chain}
+	rules, err := c.GetRules(tb, ch)
+	if err != nil || len(rules) <= index {
+		t.Fatalf("rules of %s: %d, %v", chain, len(rules), err)
+	}
+	c.ReplaceRule(&nftables.Rule{Table: tb, Chain: ch, Handle: rules[index].Handle, Exprs: exprs, UserData: rules[index].UserData})
+	if err := c.Flush(); err != nil {
+		t.Fatalf("replace rule %d of %s: %v", index, chain, err)
 	}
 }
 

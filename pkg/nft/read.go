@@ -13,10 +13,12 @@ import (
 	"github.com/svcproxy/svcproxy/internal/nlattr"
 )
 
-// Read returns what the kernel holds in the table. Rules are read as hashes only (from
-// their user data): a table written by svcproxy can be compared without decoding
-// expressions, and a rule someone else added shows up as a hash we never render,
-// which makes its chain differ and get repaired. Every message is decoded by the
+// Read returns what the kernel holds in the table. Each rule is read as the hash in
+// its user data (which rule svcproxy wrote) and the digest of its expressions (what
+// the rule does, ruledigest.go): a rule someone else added shows up as a hash we
+// never render, and a rule replaced by another that carries our user data as a
+// digest that differs from the rendered rule's; either makes its chain differ and
+// get repaired. Every message is decoded by the
 // bounds-checked decoders of decode.go, never by google/nftables: whatever another
 // program put in the table, Read returns a view (objects svcproxy cannot represent
 // come back as definitions that equal nothing desired) or an error, never a panic.
@@ -45,12 +47,12 @@ func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *Vie
 			return err
 		}
 		for _, name := range sortedKeys(v.Chains) {
-			hashes, err := readRuleHashes(conn, family, table, name)
+			hashes, digests, err := readRules(conn, family, table, name)
 			if err != nil {
 				return err
 			}
 			cv := v.Chains[name]
-			cv.Rules = hashes
+			cv.Rules, cv.Exprs = hashes, digests
 			v.Chains[name] = cv
 		}
 		return nil
@@ -172,28 +174,31 @@ func readChains(conn *netlink.Conn, family Family, table string, v *View) error 
 	return nil
 }
 
-// readRuleHashes reads the rules of one chain, keeping only the hash from the user
-// data. It asks chain by chain: a table-wide dump is resumed every 32 KiB by
-// re-walking the table from the start, which at 100k rules took seconds.
-func readRuleHashes(conn *netlink.Conn, family Family, table, chain string) ([]uint64, error) {
+// readRules reads the rules of one chain: the hash from each one's user data and
+// the digest of its expressions. It asks chain by chain: a table-wide dump is
+// resumed every 32 KiB by re-walking the table from the start, which at 100k
+// rules took seconds.
+func readRules(conn *netlink.Conn, family Family, table, chain string) (hashes, digests []uint64, err error) {
 	msgs, err := dumpOn(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dump rules of chain %s: %w", chain, err)
+		return nil, nil, fmt.Errorf("dump rules of chain %s: %w", chain, err)
 	}
-	var out []uint64
+	// Never nil, even for an empty chain: a nil Exprs means a view recorded from
+	// our own commit (ChainView).
+	hashes, digests = []uint64{}, []uint64{}
 	for _, m := range msgs {
-		tbl, ch, hash, err := decodeRule(m.Data)
+		tbl, ch, hash, digest, err := decodeRule(m.Data)
 		if err != nil {
-			return nil, fmt.Errorf("chain %s: %w", chain, err)
+			return nil, nil, fmt.Errorf("chain %s: %w", chain, err)
 		}
 		if tbl == table && ch == chain {
-			out = append(out, hash)
+			hashes, digests = append(hashes, hash), append(digests, digest)
 		}
 	}
-	return out, nil
+	return hashes, digests, nil
 }
 
 // Generation returns the netns' nftables ruleset generation, which every committed

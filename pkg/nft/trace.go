@@ -87,6 +87,15 @@ func Trace(r *Ruleset, p Packet, dyn Affinity) ([]Outcome, error) {
 		if s.dnat.IsValid() {
 			post.pkt.Dst, post.pkt.DPort = s.dnat.Addr(), s.dnat.Port()
 		}
+		verdict, err := t.filterVerdict(post)
+		if err != nil {
+			return nil, err
+		}
+		if verdict != endNone {
+			o.Reject, o.Drop = verdict == endReject, verdict == endDrop
+			out = append(out, o)
+			continue
+		}
 		posts, err := t.hookOutcomes("nat", "postrouting", post)
 		if err != nil {
 			return nil, err
@@ -103,6 +112,39 @@ func Trace(r *Ruleset, p Packet, dyn Affinity) ([]Outcome, error) {
 		return cmp.Compare(a.String(), b.String())
 	})
 	return slices.Compact(out), nil
+}
+
+// filterVerdict is endDrop or endReject when the filter chains after NAT end the
+// connection attempt (endNone otherwise): those of
+// the forward hook for a packet routed through the node to another host, of the
+// output hook for one the node sends. Only chains at the filter priority (0) or
+// later decide: earlier filter chains (affinity recording at dstnat+1) never drop.
+// The input hook is not followed: the tracer answers where a connection goes, and
+// one to the node itself goes nowhere else.
+func (t *tracer) filterVerdict(s state) (end, error) {
+	hook := "forward"
+	switch {
+	case s.pkt.Local:
+		hook = "output"
+	case s.pkt.isLocal(s.pkt.Dst):
+		return endNone, nil
+	}
+	for _, name := range sortedKeys(t.r.Chains) {
+		c := t.r.Chains[name]
+		if c.Hook == nil || c.Hook.Type != "filter" || c.Hook.Hook != hook || c.Hook.Priority < 0 {
+			continue
+		}
+		res, err := t.chain(c, 0, s)
+		if err != nil {
+			return endNone, err
+		}
+		for _, r := range res {
+			if r.end == endDrop || r.end == endReject {
+				return r.end, nil
+			}
+		}
+	}
+	return endNone, nil
 }
 
 type end int

@@ -103,7 +103,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		case wanted && !exists:
 			tx.NewChains = append(tx.NewChains, want)
 			tx.Chains = append(tx.Chains, want)
-		case wanted && !cur.equal(want):
+		case wanted && !cur.equal(want, desired.Family):
 			if cur.Policy != "" && want.Hook != nil {
 				tx.NewChains = append(tx.NewChains, want) // re-adding it restores policy accept
 			}

@@ -29,6 +29,11 @@ type ChainView struct {
 	// Policy is empty for svcproxy's policy (accept), else what the kernel holds.
 	Policy string
 	Rules  []uint64 // Rule.Hash of each rule, in order
+	// Exprs is, for a chain read from the kernel, the digest of each rule's
+	// expressions (exprsDigest), in order: what the rules do, whatever their user
+	// data claims. It is nil for a chain the view recorded from our own commit,
+	// which holds what we wrote.
+	Exprs []uint64
 }
 
 // NewView returns the view of a table that does not exist.
@@ -44,12 +49,28 @@ func chainViewOf(c *Chain) ChainView {
 	return v
 }
 
-func (v ChainView) equal(c *Chain) bool {
+// equal reports whether the kernel's chain is c: the same hook and policy, and
+// rules with the same hashes, doing (when read from the kernel) what c's rules
+// do in a table of the given family.
+func (v ChainView) equal(c *Chain, family Family) bool {
 	if (v.Hook == nil) != (c.Hook == nil) || (v.Hook != nil && *v.Hook != *c.Hook) || v.Policy != "" || len(v.Rules) != len(c.Rules) {
+		return false
+	}
+	if v.Exprs != nil && len(v.Exprs) != len(c.Rules) {
 		return false
 	}
 	for i, r := range c.Rules {
 		if v.Rules[i] != r.Hash() {
+			return false
+		}
+	}
+	if v.Exprs == nil {
+		return true
+	}
+	for i, r := range c.Rules {
+		// An error means svcproxy cannot encode its own rule, which Apply would
+		// refuse too: the chain is written and the error reported there.
+		if d, err := ruleDigest(family, r); err != nil || v.Exprs[i] != d {
 			return false
 		}
 	}

@@ -162,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LivezTotal:              codes("kubeproxy_proxy_livez_total", "Cumulative proxy livez HTTP status"),
 
 		InvalidObjects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svcproxy_invalid_objects_total",
-			Help: "Services and EndpointSlices (or parts of them) skipped because they were malformed"}, []string{"kind"}),
+			Help: "Services, EndpointSlices and ServiceCIDRs (or parts of them) skipped because they were malformed"}, []string{"kind"}),
 		ConflictingServices: plainGauge("svcproxy_conflicting_services",
 			"Services not proxied because an older Service has the same ClusterIP (each has a ClusterIPConflict Event), or served without an externalIP or load balancer IP on a port because it is another Service's ClusterIP or an older Service's external address there (ExternalIPConflict Events), per IP family"),
 		ConflictingNodePorts: plainGauge("svcproxy_conflicting_node_ports",

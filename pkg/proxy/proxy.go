@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -67,6 +68,8 @@ type Proxy struct {
 	health   healthChecks
 	// renderedNodeAddrs are the node addresses the desired skeleton serves NodePorts on.
 	renderedNodeAddrs NodeAddresses
+	// renderedServiceCIDRs are the service CIDRs the desired table drops for.
+	renderedServiceCIDRs []netip.Prefix
 	// programming holds trigger times of changes not yet committed.
 	programming programmingTimes
 
@@ -74,8 +77,10 @@ type Proxy struct {
 	needFull  bool
 	resyncs   uint64        // RequestResync calls, so that a sync clears only those it saw
 	nodeAddrs NodeAddresses // where NodePorts are served (SetNodeAddresses)
-	zone      string        // this node's zone (SetZone); cfg.Zone is the rendered one
-	lastSync  time.Time
+	// serviceCIDRs are the cluster's service CIDRs of this family (SetServiceCIDRs).
+	serviceCIDRs []netip.Prefix
+	zone         string // this node's zone (SetZone); cfg.Zone is the rendered one
+	lastSync     time.Time
 
 	// verifiedGen is the ruleset generation at which the view was last known to equal
 	// the kernel (read, or only our own commits since). A periodic resync at that

@@ -34,6 +34,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		p.fail()
 		return err
 	}
+	p.applyServiceCIDRs()
 	c := p.cfg.Tracker.TakeChanges()
 	snap, changed := c.Snapshot, c.Changed
 	if p.applyZone() {

@@ -107,7 +107,7 @@ func useFamily(f family) {
 // contract and the EndpointSlice churn (its Services IPv6, in dual stack
 // half of each family).
 const familyScenarios = "^(TestPodNetwork|TestSeedWalkthrough|TestSessionAffinity|TestHeadlessAndExternalName|" +
-	"TestNoEndpointsRefused|TestKubernetesService|TestUDP|TestProxyRestart|TestProgrammingLatency|" +
+	"TestNoEndpointsRefused|TestServiceCIDRDrops|TestKubernetesService|TestUDP|TestProxyRestart|TestProgrammingLatency|" +
 	"TestIPFamilyPolicy|TestNodePortIPv6|TestNoEndpointsICMPv6|" +
 	"TestNodePort|TestNodePortUDP|TestExternalIP|TestLoadBalancer|" +
 	"TestExternalTrafficPolicyLocal|TestExternalTrafficPolicyCluster|" +

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,11 +49,7 @@ func startPrometheus(t *testing.T, c *cluster) func(q string) ([]promtest.Sample
 	}
 	t.Cleanup(func() { p.stop(10 * time.Second) })
 
-	hc := &http.Client{
-		Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second), DisableKeepAlives: true},
-		Timeout:   10 * time.Second,
-	}
-	return func(q string) ([]promtest.Sample, error) { return promtest.Query(hc, promAddr, q) }
+	return promtest.QueryVia(netns.DialFunc(c.cp().netns, 2*time.Second), promAddr)
 }
 
 // TestPrometheusProgrammingLatency: a Prometheus scrapes every node's proxy, and

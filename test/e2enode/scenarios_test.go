@@ -160,12 +160,7 @@ func TestSeedWalkthrough(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
 	clients := c.clients(t)
-	if err := c.ensureSvcproxy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ensureSeed(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	c.svcproxyAndSeed(t, ctx, 2)
 	if _, err := c.kubectl(ctx, "scale", "deployment/my-nginx", "--replicas=2"); err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +249,18 @@ func (c *cluster) saveProxyLogsOnFailure(t *testing.T) {
 }
 
 // ensureSvcproxy applies svcproxy's install unless its DaemonSet is Ready.
+// svcproxyAndSeed is what most scenarios start from: svcproxy installed and
+// Ready, and my-nginx with replicas pods requested.
+func (c *cluster) svcproxyAndSeed(t *testing.T, ctx context.Context, replicas int32) {
+	t.Helper()
+	if err := c.ensureSvcproxy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ensureSeed(ctx, replicas); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (c *cluster) ensureSvcproxy(ctx context.Context) error {
 	if _, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, "svcproxy", metav1.GetOptions{}); err != nil {
 		if err := c.applySvcproxy(ctx); err != nil {

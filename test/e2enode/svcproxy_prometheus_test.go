@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,12 +39,7 @@ func TestKubePrometheusStack(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
 	c.saveProxyLogsOnFailure(t)
-	if err := c.ensureSvcproxy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ensureSeed(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	c.svcproxyAndSeed(t, ctx, 2)
 	svc := filepath.Join(c.cfg.repo, "test", "e2enode", "testdata", "kube-prometheus-stack-kube-proxy.yaml")
 	if out, err := c.kubectl(ctx, "apply", "-f", svc); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -148,11 +142,7 @@ func (c *cluster) startPrometheus(t *testing.T, bin, name, addr, config string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	hc := &http.Client{
-		Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second), DisableKeepAlives: true},
-		Timeout:   10 * time.Second,
-	}
-	return func(q string) ([]promtest.Sample, error) { return promtest.Query(hc, addr, q) }
+	return promtest.QueryVia(netns.DialFunc(c.cp().netns, 2*time.Second), addr)
 }
 
 // proxyDashboard are the queries of the kubernetes-mixin's Proxy dashboard

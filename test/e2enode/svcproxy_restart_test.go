@@ -24,12 +24,7 @@ func TestProxyPodsRestart(t *testing.T) {
 	ctx := context.Background()
 	c.saveProxyLogsOnFailure(t)
 	clients := c.clients(t)
-	if err := c.ensureSvcproxy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ensureSeed(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	c.svcproxyAndSeed(t, ctx, 2)
 	pods, err := c.nginxPods(ctx, 2)
 	if err != nil {
 		t.Fatal(err)

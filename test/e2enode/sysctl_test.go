@@ -29,12 +29,7 @@ func TestNodeSysctls(t *testing.T) {
 	c := theCluster
 	ctx := context.Background()
 	c.saveProxyLogsOnFailure(t)
-	if err := c.ensureSvcproxy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ensureSeed(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	c.svcproxyAndSeed(t, ctx, 2)
 	// The kernel's values back (kube-proxy, in the swap scenario, writes the same
 	// ones), then svcproxy's pods restarted: what is read below is theirs.
 	for _, n := range c.nodes {
