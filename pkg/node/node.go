@@ -23,10 +23,10 @@ import (
 // toBeDeletedTaint is the cluster autoscaler's taint on a node it is removing.
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
-// Eligible is kube-proxy's rule for /healthz's nodeEligible: load balancers
+// eligible is kube-proxy's rule for /healthz's nodeEligible: load balancers
 // should stop sending traffic to a node that is unknown, being deleted, or about
 // to be removed by the cluster autoscaler.
-func Eligible(n *corev1.Node) bool {
+func eligible(n *corev1.Node) bool {
 	if n == nil || n.DeletionTimestamp != nil {
 		return false
 	}
@@ -53,10 +53,10 @@ type Watcher struct {
 // Changed is signalled whenever the Node may have changed; read Addresses then.
 func (w Watcher) Changed() <-chan struct{} { return w.changed }
 
-// Eligible is Eligible of the Node's latest version (false while unknown).
+// Eligible is kube-proxy's rule (eligible) on the Node's latest version (false while unknown).
 func (w Watcher) Eligible() bool {
 	n, ok := w.get()
-	return ok && Eligible(n)
+	return ok && eligible(n)
 }
 
 // Zone is the Node's topology.kubernetes.io/zone label now ("" while unknown or

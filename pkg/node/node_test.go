@@ -25,7 +25,7 @@ func TestNodeEligible(t *testing.T) {
 		{"other taint", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.kubernetes.io/not-ready"}}}}, true},
 	}
 	for _, tc := range tests {
-		if got := Eligible(tc.node); got != tc.want {
+		if got := eligible(tc.node); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
