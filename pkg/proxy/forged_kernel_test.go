@@ -42,6 +42,16 @@ func forge(t *testing.T, ns *netnstest.NS, f forgery) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	queueForgery(t, c, f)
+	if err := c.Flush(); err != nil {
+		t.Fatalf("%s: replace rule: %v", f.name, err)
+	}
+}
+
+// queueForgery reads the rule f replaces and queues its replacement on c, for
+// the caller to commit (c.Flush): TestKernelRepairTime times the commit alone.
+func queueForgery(t *testing.T, c *nftables.Conn, f forgery) {
+	t.Helper()
 	tb := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName}
 	ch := &nftables.Chain{Table: tb, Name: f.chain}
 	rules, err := c.GetRules(tb, ch)
@@ -53,9 +63,6 @@ func forge(t *testing.T, ns *netnstest.NS, f forgery) {
 	}
 	orig := rules[f.index]
 	c.ReplaceRule(&nftables.Rule{Table: tb, Chain: ch, Handle: orig.Handle, Exprs: f.exprs, UserData: orig.UserData})
-	if err := c.Flush(); err != nil {
-		t.Fatalf("%s: replace rule: %v", f.name, err)
-	}
 }
 
 // broken asserts that the web Service at 10.96.0.10 does not answer: the forgery
