@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +115,13 @@ func requireUnallocated(t *testing.T, ip string) {
 // address ip, and a route back to n's pods, for the scenario.
 func (c *cluster) gatewayOwns(t *testing.T, ip string, n *node, f corev1.IPFamily) {
 	t.Helper()
-	podCIDR := ofFamily(n.podCIDRs, f)
+	// ofFamily takes addresses, not prefixes.
+	var podCIDR string
+	for _, p := range n.podCIDRs {
+		if pr, err := netip.ParsePrefix(p); err == nil && pr.Addr().Is6() == (f == corev1.IPv6Protocol) {
+			podCIDR = p
+		}
+	}
 	cmds := [][2][]string{
 		{{"-n", c.bridgeNetns, "addr", "add", hostCIDR(ip), "dev", "lo"}, {"-n", c.bridgeNetns, "addr", "del", hostCIDR(ip), "dev", "lo"}},
 		{{"-n", c.bridgeNetns, "route", "add", podCIDR, "via", nodeIP(n, f)}, {"-n", c.bridgeNetns, "route", "del", podCIDR, "via", nodeIP(n, f)}},
