@@ -57,21 +57,31 @@ func EchoUDP(pc net.PacketConn, name string) error {
 // Serve answers HTTP on tcpAddr and UDP datagrams on udpAddr with name (either may be
 // empty) until ctx ends.
 func Serve(ctx context.Context, name, tcpAddr, udpAddr string) error {
-	errs := make(chan error, 2)
+	// Both sockets are bound before either is served: whoever sees one answer
+	// may rely on the other being there.
+	var l net.Listener
+	var pc net.PacketConn
+	var err error
 	if tcpAddr != "" {
-		l, err := net.Listen("tcp", tcpAddr)
-		if err != nil {
+		if l, err = net.Listen("tcp", tcpAddr); err != nil {
 			return err
 		}
+	}
+	if udpAddr != "" {
+		if pc, err = net.ListenPacket("udp", udpAddr); err != nil {
+			if l != nil {
+				l.Close()
+			}
+			return err
+		}
+	}
+	errs := make(chan error, 2)
+	if l != nil {
 		srv := HTTPServer(name)
 		go func() { <-ctx.Done(); srv.Close() }()
 		go func() { errs <- srv.Serve(l) }()
 	}
-	if udpAddr != "" {
-		pc, err := net.ListenPacket("udp", udpAddr)
-		if err != nil {
-			return err
-		}
+	if pc != nil {
 		go func() { <-ctx.Done(); pc.Close() }()
 		go func() { errs <- EchoUDP(pc, name) }()
 	}

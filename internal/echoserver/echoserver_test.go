@@ -49,22 +49,30 @@ func TestServeAndGet(t *testing.T) {
 		got, err := Get(addr, time.Second)
 		return got == "pod2", fmt.Sprintf("Get = %q, %v; want pod2", got, err)
 	})
-	c, err := net.Dial("udp", udpAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("hello")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 100)
-	n, err := c.Read(buf)
-	if err != nil || strings.TrimSpace(string(buf[:n])) != "pod2 hello" {
-		t.Errorf("UDP answer %q, %v; want \"pod2 hello\"", buf[:n], err)
-	}
+	// Serve binds both sockets before serving either (CI once saw the UDP
+	// socket missing after HTTP answered); a lost datagram is retried.
+	poll.Eventually(t, 5*time.Second, "UDP answer", func() (bool, string) {
+		got, err := udpExchange(udpAddr, "hello")
+		return got == "pod2 hello", fmt.Sprintf("%q, %v; want \"pod2 hello\"", got, err)
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
+}
+
+// udpExchange sends msg to addr and returns the answer, trimmed.
+func udpExchange(addr, msg string) (string, error) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 100)
+	n, err := c.Read(buf)
+	return strings.TrimSpace(string(buf[:n])), err
 }
