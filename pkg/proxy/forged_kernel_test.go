@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -128,14 +126,7 @@ func TestKernelForgedRulesAreRepaired(t *testing.T) {
 func TestKernelForgedRulesAreRepairedAtOnce(t *testing.T) {
 	e := newKenv(t)
 	addWeb(e.tr, "web", "10.96.0.10", "pod1")
-	p := New(Config{Tracker: e.tr, Kernel: e.kernel, Options: e.p.cfg.Options,
-		SyncPeriod: time.Hour, MinSyncPeriod: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); p.WatchForeignChanges(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	runProxy(t, p)
+	watchingProxy(t, e, nil)
 	serves := func() (bool, string) {
 		body, err := e.client.Get("10.96.0.10:80", 300*time.Millisecond)
 		return err == nil && body == "pod1", fmt.Sprintf("answer %q, %v", body, err)

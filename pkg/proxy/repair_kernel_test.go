@@ -25,14 +25,7 @@ func TestKernelRepairsForeignChangesAtOnce(t *testing.T) {
 	e := newKenv(t)
 	addWeb(e.tr, "web", "10.96.0.10", "pod1")
 	m := NewMetrics(nil)
-	p := New(Config{Tracker: e.tr, Kernel: e.kernel, Metrics: m, Options: e.p.cfg.Options,
-		SyncPeriod: time.Hour, MinSyncPeriod: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); p.WatchForeignChanges(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	runProxy(t, p)
+	p := watchingProxy(t, e, m)
 
 	listing := func() string {
 		out, err := e.w.Node.Run("nft", "list", "table", "ip", TableName)
@@ -144,4 +137,20 @@ func TestKernelResyncWithoutDriftIsCheap(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("resync without drift, %d Services: p50 %v, max %v", services, took[len(took)/2], took[len(took)-1])
+}
+
+// watchingProxy runs a proxy on e with a resync period of an hour, so that only
+// the kernel's notifications (WatchForeignChanges, running beside it until the
+// test ends) can repair its table in a test's time; m may be nil.
+func watchingProxy(t *testing.T, e *kenv, m *Metrics) *Proxy {
+	t.Helper()
+	p := New(Config{Tracker: e.tr, Kernel: e.kernel, Metrics: m, Options: e.p.cfg.Options,
+		SyncPeriod: time.Hour, MinSyncPeriod: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); p.WatchForeignChanges(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	runProxy(t, p)
+	return p
 }

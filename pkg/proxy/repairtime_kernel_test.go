@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -83,14 +82,7 @@ func TestKernelRepairTime(t *testing.T) {
 	e := newKenv(t)
 	addWeb(e.tr, "web", "10.96.0.10", "pod1")
 	m := NewMetrics(nil)
-	p := New(Config{Tracker: e.tr, Kernel: e.kernel, Metrics: m, Options: e.p.cfg.Options,
-		SyncPeriod: time.Hour, MinSyncPeriod: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); p.WatchForeignChanges(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	runProxy(t, p)
+	p := watchingProxy(t, e, m)
 	// The time svcproxy spent reading the table back: a drift check is deferred
 	// until ten times the last read's duration has passed (refreshView), a second
 	// limit beside the repair's rate limit.
