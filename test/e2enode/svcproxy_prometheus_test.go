@@ -164,7 +164,7 @@ var proxyDashboard = []struct {
 	{`sum(rate(rest_client_requests_total{job="kube-proxy"}[5m])) by (code)`, false, ""},
 	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="POST"}[5m])) by (verb, url, le))`, false, ""},
 	{`histogram_quantile(0.99, sum(rate(rest_client_request_duration_seconds_bucket{job="kube-proxy",verb="GET"}[5m])) by (verb, url, le))`, false,
-		"svcproxy reads the API server through watch-list informers, its Node's included: it sends a GET only when a watch falls back to a list; kube-proxy GETs its Node at start"},
+		"svcproxy reads the API server mostly through watch-list informers, its Node's included, where kube-proxy GETs its Node at start"},
 	{`process_resident_memory_bytes{job="kube-proxy"}`, true, ""},
 	{`rate(process_cpu_seconds_total{job="kube-proxy"}[5m])`, true, ""},
 	{`go_goroutines{job="kube-proxy"}`, true, ""},
