@@ -3,7 +3,6 @@ package config
 import (
 	"reflect"
 	"sort"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/component-base/featuregate"
@@ -138,8 +137,6 @@ func only(modes ...kubeproxyconfig.ProxyMode) func(kubeproxyconfig.ProxyMode) bo
 		return false
 	}
 }
-
-func positiveNot(d, def time.Duration) bool { return d > 0 && d != def }
 
 // notApplicable returns one warning per field of c that asks for something svcproxy
 // does not do.
