@@ -297,6 +297,9 @@ func (r *Ruleset) Elements() []Element {
 	return out
 }
 
+// ElementCount is how many elements the ruleset holds.
+func (r *Ruleset) ElementCount() int { return len(r.elements) }
+
 // Element returns the element with the given ID.
 func (r *Ruleset) Element(id string) (Element, bool) {
 	e, ok := r.elements[id]

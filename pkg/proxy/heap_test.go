@@ -103,3 +103,19 @@ func TestElementsEstimate(t *testing.T) {
 		t.Errorf("estimate %d, want 17 (22 less the 5 hairpin elements)", got)
 	}
 }
+
+func TestWorthReleasing(t *testing.T) {
+	for _, tc := range []struct {
+		objects, elements int
+		want              bool
+	}{
+		{objects: 500_000, elements: 480_000, want: true}, // a cold load
+		{objects: 2_000, elements: 2_000},                 // small: no GC forced
+		{objects: 40_000, elements: 480_000},              // catching up under churn at 30k
+		{objects: 150_000, elements: 480_000, want: true}, // a third of the table rewritten
+	} {
+		if got := worthReleasing(tc.objects, tc.elements); got != tc.want {
+			t.Errorf("worthReleasing(%d, %d) = %v, want %v", tc.objects, tc.elements, got, tc.want)
+		}
+	}
+}

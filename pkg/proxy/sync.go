@@ -121,14 +121,24 @@ func (p *Proxy) settle() map[string]bool {
 // releaseMemory hands the memory of a big transaction back to the OS: a cold load
 // builds hundreds of MiB of netlink messages that are garbage once the kernel
 // answered, and the process would otherwise stay at its peak size until the next GC
-// cycles.
+// cycles. Only for a transaction that rewrote a good part of the table: the full
+// GC it forces costs in proportion to the whole heap (1-3 s of wall time at 30k
+// Services on a loaded machine), and a sync catching up after a stall under churn
+// (thousands of Services, tens of thousands of objects) that paid it stalled the
+// next sync longer still.
 func (p *Proxy) releaseMemory(objects int) {
-	if objects > bigTransaction {
+	if worthReleasing(objects, p.desired.ElementCount()) {
 		if k, ok := p.cfg.Kernel.(interface{ ReleaseBuffers() }); ok {
 			k.ReleaseBuffers() // the biggest batch's buffer (nft.Netlink)
 		}
 		debug.FreeOSMemory()
 	}
+}
+
+// worthReleasing: a transaction of objects was big, and rewrote more than a quarter
+// of a table of elements.
+func worthReleasing(objects, elements int) bool {
+	return objects > bigTransaction && 4*objects > elements
 }
 
 // recordSync updates metrics and health after a sync that changed the kernel or
