@@ -76,7 +76,7 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 			p.RequestResync()
 		}
 		retry = nil
-		if wait := p.cfg.MinSyncPeriod - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
+		if wait := p.spacing() - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
 			select {
 			case <-ctx.Done():
 				return nil

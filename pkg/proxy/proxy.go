@@ -28,6 +28,10 @@ type Config struct {
 	// MinSyncPeriod bounds how often changes are synced (kube-proxy --min-sync-period).
 	// The first change after a quiet period is synced at once.
 	MinSyncPeriod time.Duration
+	// SpaceByCost makes MinSyncPeriod a ceiling: syncs are spaced by nine times the
+	// last one's duration (spacing.go), svcproxy's default when --min-sync-period is
+	// not given, where kube-proxy always waits MinSyncPeriod.
+	SpaceByCost bool
 	// MaxBackoff bounds the retry delay after a failed transaction.
 	MaxBackoff time.Duration
 	// Clock drives the loop's timers (nil: the real clock).
@@ -81,6 +85,7 @@ type Proxy struct {
 	serviceCIDRs []netip.Prefix
 	zone         string // this node's zone (SetZone); cfg.Zone is the rendered one
 	lastSync     time.Time
+	costs        syncCosts // the last syncs' CPU time (spacing.go)
 
 	// verifiedGen is the ruleset generation at which the view was last known to equal
 	// the kernel (read, or only our own commits since). A periodic resync at that

@@ -18,6 +18,7 @@ const bigTransaction = 20000
 // is reported to Health: the kernel is not known to hold the desired state.
 func (p *Proxy) Sync(ctx context.Context) error {
 	start := p.cfg.Clock.Now()
+	p.costs.begin()
 	err := p.sync(ctx, start)
 	if err != nil && ctx.Err() == nil && p.cfg.Health != nil {
 		p.cfg.Health.Failed(p.cfg.Options.Family, start)
@@ -147,6 +148,7 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	end := p.cfg.Clock.Now()
 	if services > 0 || objects > 0 {
 		p.lastSync = end // burst control counts syncs that did something
+		p.costs.end()
 	}
 	elapsed := end.Sub(start).Seconds()
 	p.cfg.Metrics.SyncDuration.Observe(elapsed)
