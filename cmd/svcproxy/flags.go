@@ -64,6 +64,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{ignored: map[string]*string{}}
 	cfg := config.Default()
 	var mf modeFlags
+	var minSyncSet bool
 	fs := pflag.NewFlagSet("svcproxy", pflag.ContinueOnError)
 	addFlags(fs, o, cfg, &mf)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
@@ -77,12 +78,12 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	if o.configFile != "" {
-		file, warnings, err := config.Load(o.configFile)
+		file, err := config.Load(o.configFile)
 		if err != nil {
 			return nil, err
 		}
-		o.warnings = append(o.warnings, warnings...)
-		if err := copyLoggingFlags(fs, &file.Logging); err != nil {
+		o.warnings = append(o.warnings, file.Warnings...)
+		if err := copyLoggingFlags(fs, &file.Config.Logging); err != nil {
 			return nil, err
 		}
 		fs.Visit(func(f *pflag.Flag) {
@@ -90,9 +91,9 @@ func parseFlags(args []string) (*options, error) {
 				o.warn("Warning: flag ignored because --config is given, as kube-proxy ignores it", "flag", "--"+f.Name)
 			}
 		})
-		cfg = file
+		cfg, minSyncSet = file.Config, file.MinSyncPeriodSet
 	} else {
-		mf.apply(fs, cfg)
+		minSyncSet = mf.apply(fs, cfg)
 	}
 	if fs.Changed("hostname-override") {
 		name := strings.TrimSpace(o.HostnameOverride)
@@ -112,6 +113,7 @@ func parseFlags(args []string) (*options, error) {
 	if err := o.SetConfig(cfg); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
+	o.MinSyncPeriodSet = minSyncSet
 	return o, nil
 }
 
@@ -122,7 +124,7 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 	addTakeoverFlag(fs, o)
 	fs.StringVar(&o.SysctlDir, "sysctl-dir", "/proc/sys", "Where the node's /proc/sys is, for the sysctls svcproxy writes in its network namespace (route_localnet for localhost NodePorts, the conntrack timeouts): a pod that is not privileged mounts the node's /proc/sys/net writable elsewhere, as deploy/ does.")
 	fs.DurationVar(&mf.syncPeriod, "sync-period", cfg.IPTables.SyncPeriod.Duration, "How often the kernel's table is re-read and repaired (svcproxy's name for --iptables-sync-period).")
-	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period).")
+	fs.DurationVar(&mf.minSyncPeriod, "min-sync-period", cfg.IPTables.MinSyncPeriod.Duration, "Minimum interval between syncs when changes arrive in bursts, as kube-proxy's; the first change after a quiet period is synced at once (svcproxy's name for --iptables-min-sync-period). Not given (nor in --config): syncs under a burst are spaced by nine times their CPU cost, at most this default apart.")
 
 	// kube-proxy's flags, bound to the configuration they set, with its defaults.
 	fs.StringVar(&o.configFile, "config", "", "The path to a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1). When given, other flags are ignored except --hostname-override, --master, --cleanup and the logging flags, as in kube-proxy.")
@@ -185,8 +187,9 @@ func addFlags(fs *pflag.FlagSet, o *options, cfg *kubeproxyconfig.KubeProxyConfi
 // apply sets what the mode-dependent flags mean once the mode is known, as
 // kube-proxy does without a configuration file: --iptables-* set the sync periods
 // unless the mode is ipvs, --ipvs-* only in ipvs mode. svcproxy's --sync-period and
-// --min-sync-period set them in every mode.
-func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConfiguration) {
+// --min-sync-period set them in every mode. It reports whether a min sync period
+// flag that applies was given.
+func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConfiguration) (minSyncSet bool) {
 	sync, minSync, masq, _ := config.ModeSection(cfg)
 	ipvs := cfg.Mode == config.ModeIPVS
 	for _, f := range []struct {
@@ -204,6 +207,7 @@ func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConf
 	} {
 		if f.when && fs.Changed(f.name) {
 			*f.to = f.value
+			minSyncSet = minSyncSet || f.to == &minSync.Duration
 		}
 	}
 	if fs.Changed("masquerade-all") {
@@ -213,6 +217,7 @@ func (mf *modeFlags) apply(fs *pflag.FlagSet, cfg *kubeproxyconfig.KubeProxyConf
 	// added to an address that lacks one.
 	cfg.HealthzBindAddress = addressFromPortFlag(cfg.HealthzBindAddress, mf.healthzPort)
 	cfg.MetricsBindAddress = addressFromPortFlag(cfg.MetricsBindAddress, mf.metricsPort)
+	return minSyncSet
 }
 
 func addressFromPortFlag(addr string, port int32) string {

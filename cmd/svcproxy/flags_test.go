@@ -56,6 +56,7 @@ func TestParseFlags(t *testing.T) {
 				"--metrics-bind-address", "127.0.0.1:9999", "--kubeconfig=/kc"},
 			want: func(o *options) {
 				o.MinSyncPeriod, o.MetricsAddr, o.Kubeconfig = 2*time.Second, "127.0.0.1:9999", "/kc"
+				o.MinSyncPeriodSet = true // kube-proxy's fixed spacing, not svcproxy's by cost
 			},
 		},
 		{
@@ -427,13 +428,14 @@ func TestFlagsWithoutConfig(t *testing.T) {
 		name           string
 		args           []string
 		sync, minSync  time.Duration
+		minSyncSet     bool
 		masq           bool
 		healthz, metrs string
 	}{
-		{name: "iptables flags in blank mode", args: []string{"--iptables-sync-period=11s", "--iptables-min-sync-period=2s", "--ipvs-sync-period=99s"}, sync: 11 * time.Second, minSync: 2 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "iptables flags in blank mode", args: []string{"--iptables-sync-period=11s", "--iptables-min-sync-period=2s", "--ipvs-sync-period=99s"}, sync: 11 * time.Second, minSync: 2 * time.Second, minSyncSet: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
 		{name: "iptables flags in nftables mode", args: []string{"--proxy-mode=nftables", "--iptables-sync-period=12s", "--masquerade-all"}, sync: 12 * time.Second, minSync: time.Second, masq: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "ipvs flags only in ipvs mode", args: []string{"--proxy-mode=ipvs", "--iptables-sync-period=12s", "--ipvs-sync-period=13s", "--ipvs-min-sync-period=3s"}, sync: 13 * time.Second, minSync: 3 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
-		{name: "svcproxy's --sync-period in any mode", args: []string{"--proxy-mode=ipvs", "--sync-period=14s", "--min-sync-period=4s"}, sync: 14 * time.Second, minSync: 4 * time.Second, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "ipvs flags only in ipvs mode", args: []string{"--proxy-mode=ipvs", "--iptables-sync-period=12s", "--ipvs-sync-period=13s", "--ipvs-min-sync-period=3s"}, sync: 13 * time.Second, minSync: 3 * time.Second, minSyncSet: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
+		{name: "svcproxy's --sync-period in any mode", args: []string{"--proxy-mode=ipvs", "--sync-period=14s", "--min-sync-period=4s"}, sync: 14 * time.Second, minSync: 4 * time.Second, minSyncSet: true, healthz: "0.0.0.0:10256", metrs: "127.0.0.1:10249"},
 		{name: "deprecated port flags", args: []string{"--healthz-port=0", "--metrics-bind-address=127.0.0.2", "--metrics-port=10999"}, sync: 30 * time.Second, minSync: time.Second, metrs: "127.0.0.2:10999"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -444,6 +446,7 @@ func TestFlagsWithoutConfig(t *testing.T) {
 			}
 			want(t, "syncPeriod", o.SyncPeriod, tc.sync)
 			want(t, "minSyncPeriod", o.MinSyncPeriod, tc.minSync)
+			want(t, "minSyncPeriodSet", o.MinSyncPeriodSet, tc.minSyncSet)
 			want(t, "masqueradeAll", o.MasqueradeAll, tc.masq)
 			want(t, "healthzAddr", o.HealthzAddr, tc.healthz)
 			want(t, "metricsAddr", o.MetricsAddr, tc.metrs)

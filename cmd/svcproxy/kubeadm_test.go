@@ -164,6 +164,12 @@ func TestKubeadmDaemonSetConfig(t *testing.T) {
 	want(t, "iptables.syncPeriod", cfg.IPTables.SyncPeriod.Duration, 30*time.Second)
 	want(t, "iptables.minSyncPeriod", cfg.IPTables.MinSyncPeriod.Duration, time.Second)
 	want(t, "configSyncPeriod", cfg.ConfigSyncPeriod.Duration, 15*time.Minute)
+	// kubeadm writes minSyncPeriod: 0s, unset: svcproxy spaces syncs by their cost.
+	o, err := parseFlags(p.args[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "minSyncPeriodSet", o.MinSyncPeriodSet, false)
 }
 
 // TestKubeadmDaemonSetReachesServer runs kubeadm's DaemonSet command for real in a

@@ -228,6 +228,7 @@ func newFamilyProxies(ctx context.Context, o *Options, env serveEnv, families []
 			Health:                parts.health,
 			SyncPeriod:            o.SyncPeriod,
 			MinSyncPeriod:         o.MinSyncPeriod,
+			SpaceByCost:           !o.MinSyncPeriodSet,
 			SetSysctl:             env.setSysctl,
 			OnHealthCheckServices: hcs.hook(f),
 			Ledger:                ledger,

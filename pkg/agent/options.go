@@ -16,9 +16,14 @@ type Options struct {
 	ClusterCIDR                          string
 	MasqueradeAll                        bool
 	SyncPeriod, MinSyncPeriod            time.Duration
-	MetricsAddr, HealthzAddr             string
-	Cleanup                              bool   // --cleanup: remove, do not run
-	Manifests                            string // --manifests: run on this directory, no cluster
+	// MinSyncPeriodSet: the flags or the file gave the mode's min sync period, and
+	// syncs under a burst are that far apart as with kube-proxy. Unset, syncs are
+	// spaced by their cost, MinSyncPeriod (kube-proxy's 1 s default) the most
+	// (proxy.Config.SpaceByCost).
+	MinSyncPeriodSet         bool
+	MetricsAddr, HealthzAddr string
+	Cleanup                  bool   // --cleanup: remove, do not run
+	Manifests                string // --manifests: run on this directory, no cluster
 
 	// Config is the effective KubeProxyConfiguration (file or flags, defaulted);
 	// the fields above are read from it. /configz serves it.

@@ -42,47 +42,61 @@ const (
 // kilobytes.
 const maxBytes = 1 << 20
 
+// File is a --config file decoded, with kube-proxy's defaults applied.
+type File struct {
+	Config *kubeproxyconfig.KubeProxyConfiguration
+	// Warnings: the file only decoded leniently.
+	Warnings []Warning
+	// MinSyncPeriodSet: the file gives its mode's minSyncPeriod (not 0s, which is
+	// what kubeadm writes for "unset"). svcproxy then waits that long between syncs
+	// under a burst, as kube-proxy does; otherwise it spaces syncs by their cost,
+	// the defaulted value being the ceiling (agent.Options.MinSyncPeriodSet).
+	MinSyncPeriodSet bool
+}
+
 // Load reads the --config file, a KubeProxyConfiguration, and returns it with
 // kube-proxy's defaults applied, plus a warning when the file only decodes
 // leniently. Errors name the flag and the file, as kube-proxy's do. Only a
 // regular file (or a link to one) of at most maxBytes is read: a named pipe,
 // a device or a bigger file is refused at once, saying why.
-func Load(path string) (*kubeproxyconfig.KubeProxyConfiguration, []Warning, error) {
+func Load(path string) (*File, error) {
 	data, err := safefile.Read(path, maxBytes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--config: %w", err)
+		return nil, fmt.Errorf("--config: %w", err)
 	}
-	cfg, warnings, err := decode(data)
+	f, err := decode(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--config %s: %w", path, err)
+		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
-	return cfg, warnings, nil
+	return f, nil
 }
 
 // decode decodes as kube-proxy v1.37 does: strictly first; a strict-decoding
 // error alone (an unknown or duplicated field) is only a warning for v1alpha1, and the
 // file is then decoded leniently. Anything else (bad YAML, wrong kind or version,
 // a value of the wrong type) is an error.
-func decode(data []byte) (*kubeproxyconfig.KubeProxyConfiguration, []Warning, error) {
+func decode(data []byte) (*File, error) {
 	var warnings []Warning
 	obj, gvk, err := codecs(serializer.EnableStrict).UniversalDeserializer().Decode(data, nil, nil)
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
-			return nil, nil, fmt.Errorf("failed to decode: %w", err)
+			return nil, fmt.Errorf("failed to decode: %w", err)
 		}
 		var lenientErr error
 		obj, gvk, lenientErr = codecs(serializer.DisableStrict).UniversalDeserializer().Decode(data, nil, nil)
 		if lenientErr != nil {
-			return nil, nil, fmt.Errorf("failed lenient decoding: %w", err)
+			return nil, fmt.Errorf("failed lenient decoding: %w", err)
 		}
 		warnings = append(warnings, Warning{Msg: "Using lenient decoding as strict decoding failed", KV: []any{"err", err.Error()}})
 	}
 	cfg, ok := obj.(*kubeproxyconfig.KubeProxyConfiguration)
 	if !ok {
-		return nil, nil, fmt.Errorf("got unexpected config type: %v", gvk)
+		return nil, fmt.Errorf("got unexpected config type: %v", gvk)
 	}
+	_, minSync, _, _ := ModeSection(cfg)
+	set := minSync.Duration != 0
 	setDefaults(cfg)
-	return cfg, warnings, nil
+	return &File{Config: cfg, Warnings: warnings, MinSyncPeriodSet: set}, nil
 }
 
 // codecs knows only kubeproxy.config.k8s.io/v1alpha1, the one version kube-proxy

@@ -37,6 +37,7 @@ func TestConfigFile(t *testing.T) {
 				return []check{
 					{"syncPeriod", l.sync(), 30 * time.Second},
 					{"minSyncPeriod", l.minSync(), time.Second},
+					{"minSyncPeriodSet", l.minSyncSet, false},
 					{"metricsAddr", l.cfg.MetricsBindAddress, "127.0.0.1:10249"},
 					{"healthzAddr", l.cfg.HealthzBindAddress, "0.0.0.0:10256"},
 					{"contentType", l.cfg.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf"},
@@ -56,6 +57,7 @@ func TestConfigFile(t *testing.T) {
 				return []check{
 					{"syncPeriod", l.sync(), 20 * time.Second},
 					{"minSyncPeriod", l.minSync(), 2 * time.Second},
+					{"minSyncPeriodSet", l.minSyncSet, true},
 					{"masqueradeAll", l.masqueradeAll(), true},
 				}
 			},
@@ -67,6 +69,7 @@ func TestConfigFile(t *testing.T) {
 				return []check{
 					{"syncPeriod", l.sync(), 40 * time.Second},
 					{"minSyncPeriod", l.minSync(), 3 * time.Second},
+					{"minSyncPeriodSet", l.minSyncSet, true},
 					{"masqueradeAll", l.masqueradeAll(), true},
 				}
 			},
@@ -78,7 +81,20 @@ func TestConfigFile(t *testing.T) {
 				return []check{
 					{"syncPeriod", l.sync(), 50 * time.Second},
 					{"minSyncPeriod", l.minSync(), 5 * time.Second},
+					{"minSyncPeriodSet", l.minSyncSet, true},
 					{"masqueradeAll", l.masqueradeAll(), true},
+				}
+			},
+		},
+		{
+			// kubeadm writes every section with minSyncPeriod: 0s: unset, kube-proxy's
+			// default, and svcproxy spaces syncs by their cost.
+			name: "kubeadm's 0s is unset",
+			body: "mode: nftables\nnftables: {syncPeriod: 0s, minSyncPeriod: 0s}\niptables: {minSyncPeriod: 5s}\n",
+			check: func(l loaded) []check {
+				return []check{
+					{"minSyncPeriod", l.minSync(), time.Second},
+					{"minSyncPeriodSet", l.minSyncSet, false},
 				}
 			},
 		},
@@ -324,16 +340,18 @@ type loaded struct {
 	cfg      *kubeproxyconfig.KubeProxyConfiguration
 	gates    featuregate.FeatureGate
 	warnings []Warning
+	// minSyncSet is File.MinSyncPeriodSet.
+	minSyncSet bool
 }
 
 // load does what svcproxy does with its --config file's content before it runs.
 func load(data []byte) (loaded, error) {
-	cfg, warnings, err := decode(data)
+	f, err := decode(data)
 	if err != nil {
 		return loaded{}, err
 	}
-	gates, more, err := Check(cfg)
-	return loaded{cfg: cfg, gates: gates, warnings: append(warnings, more...)}, err
+	gates, more, err := Check(f.Config)
+	return loaded{cfg: f.Config, gates: gates, warnings: append(f.Warnings, more...), minSyncSet: f.MinSyncPeriodSet}, err
 }
 
 // The settings of the configured mode's section.
@@ -391,7 +409,7 @@ func TestConfigFileNotReadable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
-				_, _, err := Load(tc.path)
+				_, err := Load(tc.path)
 				done <- err
 			}()
 			select {

@@ -71,11 +71,11 @@ func TestWriteReadsBack(t *testing.T) {
 	if err := Write(c, path); err != nil {
 		t.Fatal(err)
 	}
-	back, warnings, err := Load(path)
-	if err != nil || len(warnings) > 0 {
-		t.Fatalf("Load: %v %v", warnings, err)
+	back, err := Load(path)
+	if err != nil || len(back.Warnings) > 0 {
+		t.Fatalf("Load: %v", err)
 	}
-	if !reflect.DeepEqual(back, c) {
-		t.Errorf("read back\n%+v\nwant\n%+v", back, c)
+	if !reflect.DeepEqual(back.Config, c) {
+		t.Errorf("read back\n%+v\nwant\n%+v", back.Config, c)
 	}
 }
