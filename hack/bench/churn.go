@@ -12,17 +12,23 @@ type churnResult struct {
 	ChurnChanges   int     `json:"churn_changes"`
 	ChurnObserved  int     `json:"churn_observed"`
 	ChurnP50       float64 `json:"churn_latency_p50_s"`
+	ChurnP90       float64 `json:"churn_latency_p90_s"`
 	ChurnP99       float64 `json:"churn_latency_p99_s"`
 	ChurnMax       float64 `json:"churn_latency_max_s"`
 	ChurnCPU       float64 `json:"churn_cpu_s"`
 	ChurnMinSync   float64 `json:"churn_min_sync_period_s"`
-	ChurnSyncs     int     `json:"churn_syncs"`
-	ChurnSyncP50   float64 `json:"churn_sync_p50_s"`
-	ChurnSyncMax   float64 `json:"churn_sync_max_s"`
+	// ChurnSpacing is the sync policy: "cost" (svcproxy's default, syncs spaced by
+	// nine times their duration, at most churn_min_sync_period_s apart) or "fixed"
+	// (kube-proxy's: at least churn_min_sync_period_s apart).
+	ChurnSpacing string  `json:"churn_sync_spacing"`
+	ChurnSyncs   int     `json:"churn_syncs"`
+	ChurnSyncP50 float64 `json:"churn_sync_p50_s"`
+	ChurnSyncMax float64 `json:"churn_sync_max_s"`
 }
 
-// churn runs the real sync loop (Proxy.Run, with svcproxy's default
-// --min-sync-period of 1 s) while share of the Services get one endpoint replaced
+// churn runs the real sync loop (Proxy.Run, with svcproxy's default policy, syncs
+// spaced by their cost and at most a --min-sync-period of 1 s apart, or with
+// -fixed-min-sync-period kube-proxy's, at least 1 s apart) while share of the Services get one endpoint replaced
 // every second, one by one as informer events stamped with the EndpointSlice controller's
 // trigger time. The programming latency of each change is what svcproxy's
 // kubeproxy_network_programming_duration_seconds observes: trigger time to the
@@ -81,7 +87,14 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 		return nil, fmt.Errorf("%d of %d changes committed within a minute of the churn's end", len(lat), changes)
 	}
 	return &churnResult{ChurnSeconds: time.Since(start).Seconds(), ChurnPerSecond: perSecond, ChurnChanges: changes,
-		ChurnObserved: len(lat), ChurnP50: quantile(lat, 0.5), ChurnP99: quantile(lat, 0.99), ChurnMax: quantile(lat, 1),
-		ChurnCPU: cpu.Seconds(), ChurnMinSync: 1,
+		ChurnObserved: len(lat), ChurnP50: quantile(lat, 0.5), ChurnP90: quantile(lat, 0.9), ChurnP99: quantile(lat, 0.99), ChurnMax: quantile(lat, 1),
+		ChurnCPU: cpu.Seconds(), ChurnMinSync: 1, ChurnSpacing: spacingName(b.spaceByCost),
 		ChurnSyncs: len(syncs), ChurnSyncP50: quantile(syncs, 0.5), ChurnSyncMax: quantile(syncs, 1)}, nil
+}
+
+func spacingName(byCost bool) string {
+	if byCost {
+		return "cost"
+	}
+	return "fixed"
 }

@@ -73,6 +73,7 @@ func main() {
 	// 50 rounds: a p99 of 10000 connections of each kind, not 2000, whose 20 slowest
 	// swung the ratio by x0.9-x1.2 between runs of one build.
 	rounds := flag.Int("dataplane-rounds", 50, "rounds of 200 new connections through a ClusterIP and 200 straight to the pod, alternating (0: none)")
+	fixedSpacing := flag.Bool("fixed-min-sync-period", false, "churn with kube-proxy's policy, syncs at least --min-sync-period (1 s) apart, instead of svcproxy's default: spaced by their cost, at most 1 s apart")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
 	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
@@ -104,7 +105,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -family %q: want ipv4 or dual\n", *family)
 		os.Exit(2)
 	}
-	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile}
+	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, spaceByCost: !*fixedSpacing}
 	r, err := b.run(*churn, *churnShare, *rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -118,10 +119,12 @@ type bench struct {
 	n       int
 	samples int
 	profile string
-	tr      *endpoints.Tracker
-	p       *proxy.Proxy
-	kernel  *nft.Netlink
-	world   *benchworld.World
+	// spaceByCost is the churn's sync policy (proxy.Config.SpaceByCost).
+	spaceByCost bool
+	tr          *endpoints.Tracker
+	p           *proxy.Proxy
+	kernel      *nft.Netlink
+	world       *benchworld.World
 	// latencies receives the programming latency of every committed change (trigger
 	// time to commit), as kubeproxy_network_programming_duration_seconds would.
 	latencies chan time.Duration
@@ -157,7 +160,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	}
 	b.p = proxy.New(proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
 		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), NodeName: benchNode},
-		MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
+		MinSyncPeriod: time.Second, SpaceByCost: b.spaceByCost, SyncPeriod: time.Hour})
 	heapMiB()
 
 	load := loadAvg()
