@@ -30,6 +30,8 @@ type kernelRun struct {
 	ChurnMax       float64 `json:"churn_latency_max_s"`
 	ChurnCPU       float64 `json:"churn_cpu_s"`
 	ChurnMinSync   float64 `json:"churn_min_sync_period_s"`
+	ChurnSpacing   string  `json:"churn_sync_spacing"` // "cost" or "fixed"; "" before it was recorded: fixed
+	ChurnP90       float64 `json:"churn_latency_p90_s"`
 	ChurnSyncs     int     `json:"churn_syncs"`
 	ChurnSyncP50   float64 `json:"churn_sync_p50_s"`
 	ChurnSyncMax   float64 `json:"churn_sync_max_s"`

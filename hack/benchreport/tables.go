@@ -38,11 +38,19 @@ func printChurn(w io.Writer, ks []kernelRun) {
 		if r.ChurnChanges == 0 {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %d | %d/s for %.0f s | %d | %s / %s / %s | %d, %s / %s | %.1f s (%.0f%% of one core) |", r.Services,
-			r.ChurnPerSecond, r.ChurnSeconds, r.ChurnChanges, ms(r.ChurnP50), ms(r.ChurnP99), ms(r.ChurnMax),
+		rows = append(rows, fmt.Sprintf("| %d | %s | %d/s for %.0f s | %d | %s / %s / %s / %s | %d, %s / %s | %.1f s (%.0f%% of one core) |", r.Services, spacing(r),
+			r.ChurnPerSecond, r.ChurnSeconds, r.ChurnChanges, ms(r.ChurnP50), ms(r.ChurnP90), ms(r.ChurnP99), ms(r.ChurnMax),
 			r.ChurnSyncs, ms(r.ChurnSyncP50), ms(r.ChurnSyncMax), r.ChurnCPU, 100*r.ChurnCPU/r.ChurnSeconds))
 	}
-	writeTable(w, "| Services | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p99 / max (trigger time to commit, --min-sync-period 1 s) | syncs, duration p50 / max | CPU used |", rows)
+	writeTable(w, "| Services | sync spacing | endpoint changes (one Service each, spread over each second) | changes | programming latency p50 / p90 / p99 / max (trigger time to commit) | syncs, duration p50 / max | CPU used |", rows)
+}
+
+// spacing names a churn run's sync policy (proxy.Config.SpaceByCost).
+func spacing(r kernelRun) string {
+	if r.ChurnSpacing == "cost" {
+		return fmt.Sprintf("by cost (9x, 20 ms to %.0f s)", r.ChurnMinSync)
+	}
+	return fmt.Sprintf("fixed, %.0f s (kube-proxy's)", r.ChurnMinSync)
 }
 
 func printDataplane(w io.Writer, ks []kernelRun) {
