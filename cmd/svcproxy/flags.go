@@ -24,7 +24,9 @@ type options struct {
 	agent.Options
 
 	configFile, writeConfigTo string
-	initOnly                  bool
+	// configStamp is the --config file's stamp before it was read (config.WatchFile).
+	configStamp string
+	initOnly    bool
 	// gates holds the feature gates svcproxy knows (the logging ones).
 	gates featuregate.FeatureGate
 	// warnings are logged once logging is configured.
@@ -91,7 +93,7 @@ func parseFlags(args []string) (*options, error) {
 				o.warn("Warning: flag ignored because --config is given, as kube-proxy ignores it", "flag", "--"+f.Name)
 			}
 		})
-		cfg, minSyncSet = file.Config, file.MinSyncPeriodSet
+		cfg, minSyncSet, o.configStamp = file.Config, file.MinSyncPeriodSet, file.Stamp
 	} else {
 		minSyncSet = mf.apply(fs, cfg)
 	}

@@ -65,7 +65,7 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if o.configFile != "" && !o.Cleanup {
-		config.WatchFile(ctx, cancel, o.configFile, 2*time.Second)
+		config.WatchFile(ctx, cancel, o.configFile, o.configStamp, 2*time.Second)
 	}
 	err = agent.Run(ctx, &o.Options)
 	if cause := context.Cause(ctx); errors.Is(cause, config.ErrChanged) {

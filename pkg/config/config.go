@@ -52,6 +52,8 @@ type File struct {
 	// under a burst, as kube-proxy does; otherwise it spaces syncs by their cost,
 	// the defaulted value being the ceiling (agent.Options.MinSyncPeriodSet).
 	MinSyncPeriodSet bool
+	// Stamp is the file's content stamp taken before it was read, for WatchFile.
+	Stamp string
 }
 
 // Load reads the --config file, a KubeProxyConfiguration, and returns it with
@@ -60,6 +62,7 @@ type File struct {
 // regular file (or a link to one) of at most maxBytes is read: a named pipe,
 // a device or a bigger file is refused at once, saying why.
 func Load(path string) (*File, error) {
+	stamp := stampOf(path)
 	data, err := safefile.Read(path, maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
@@ -68,6 +71,7 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
+	f.Stamp = stamp
 	return f, nil
 }
 

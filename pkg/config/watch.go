@@ -15,17 +15,12 @@ var ErrChanged = errors.New("content of the proxy server's configuration file wa
 
 // WatchFile cancels ctx with ErrChanged once path's content stamp
 // (inode, size, mtime, mode; read through symlinks, so a ConfigMap volume's
-// `..data` swap counts) differs from the one at start. Polling, as for
-// --manifests: no inotify watch to lose when the link is replaced.
-func WatchFile(ctx context.Context, cancel context.CancelCauseFunc, path string, every time.Duration) {
-	stamp := func() string {
-		info, err := os.Stat(path)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		return safefile.Stamp(info)
-	}
-	start := stamp()
+// `..data` swap counts) differs from since, the stamp taken before the file was
+// read (File.Stamp): a change between that read and the watch's start is a
+// change too (it went unnoticed when the watch took its own first stamp, under
+// load). Polling, as for --manifests: no inotify watch to lose when the link is
+// replaced.
+func WatchFile(ctx context.Context, cancel context.CancelCauseFunc, path, since string, every time.Duration) {
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -34,11 +29,20 @@ func WatchFile(ctx context.Context, cancel context.CancelCauseFunc, path string,
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if stamp() != start {
+				if stampOf(path) != since {
 					cancel(ErrChanged)
 					return
 				}
 			}
 		}
 	}()
+}
+
+// stampOf is path's content stamp, or the error that stands in for it.
+func stampOf(path string) string {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return safefile.Stamp(info)
 }
