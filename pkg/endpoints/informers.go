@@ -29,6 +29,11 @@ type Clients struct {
 	// decoded and delivered object by object (streamList); nil for the fake
 	// Clientset, whose typed List is used.
 	CoreREST, DiscoveryREST rest.Interface
+	// StreamFirstList makes the first list of Services and EndpointSlices a
+	// watch-list, as kube-proxy's informers do, where the client can stream
+	// lists; by default it is a List from the watch cache (errListFirst).
+	// For comparing the two at fleet scale (TestBenchFleet in test/e2e).
+	StreamFirstList bool
 }
 
 // Informers watch Services and EndpointSlices for svcproxy: one reflector per
@@ -50,7 +55,7 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 		tweak = func(*metav1.ListOptions) {}
 	}
 	i := Informers{services: newFeed(KindService), slices: newFeed(KindEndpointSlice)}
-	i.servicesRefl = reflectorInto(c.WatchList, i.services, &v1.Service{}, "Services", o,
+	i.servicesRefl = reflectorInto(c.WatchList, c.StreamFirstList, i.services, &v1.Service{}, "Services", o,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
 			if c.CoreREST != nil {
@@ -62,7 +67,7 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 			tweak(&opts)
 			return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
 		})
-	i.slicesRefl = reflectorInto(c.WatchList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
+	i.slicesRefl = reflectorInto(c.WatchList, c.StreamFirstList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			tweak(&opts)
 			if c.DiscoveryREST != nil {
@@ -86,14 +91,15 @@ func (i Informers) Start(stop <-chan struct{}) {
 // reflectorInto lists and watches one kind into f: objects delivered as they
 // arrive (a watch-list stream through f's Transformer, else a paged list),
 // each request retried through outages (RetryingListerWatcher); the first list
-// is a List even where the client streams lists (pagedLister).
-func reflectorInto(client any, f *feed, obj runtime.Object, what string, o RetryOptions,
+// is a List even where the client streams lists (pagedLister), unless
+// streamFirst.
+func reflectorInto(client any, streamFirst bool, f *feed, obj runtime.Object, what string, o RetryOptions,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) *cache.Reflector {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFunc}, client)
 	retrying := RetryingListerWatcher(lw, what, o)
-	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize}
+	paged := &pagedLister{lw: retrying, deliver: f.upsert, pageSize: listPageSize, streamFirst: streamFirst}
 	return cache.NewReflectorWithOptions(paged, obj, f, cache.ReflectorOptions{Name: "svcproxy " + what, TypeDescription: what})
 }
 
@@ -126,4 +132,18 @@ func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, e
 		i.slices.deletes = append(i.slices.deletes, t.OnEndpointSliceDeleteObj)
 	}
 	return func() bool { return i.services.hasSynced() && i.slices.hasSynced() }, nil
+}
+
+// RegisterFuncs wires plain functions instead of trackers: upsert gets every
+// Service and EndpointSlice delivered (trimmed, as a tracker would), del every
+// deletion. It is for the fleet benchmark (TestBenchFleet in test/e2e), where
+// hundreds of simulated proxies in one process count what they receive
+// instead of keeping it: a tracker each would not fit in memory. Call it
+// before Start; hasSynced reports both initial lists delivered.
+func RegisterFuncs(i Informers, upsert, del func(obj any)) (hasSynced func() bool) {
+	i.services.upserts = append(i.services.upserts, upsert)
+	i.services.deletes = append(i.services.deletes, del)
+	i.slices.upserts = append(i.slices.upserts, upsert)
+	i.slices.deletes = append(i.slices.deletes, del)
+	return func() bool { return i.services.hasSynced() && i.slices.hasSynced() }
 }

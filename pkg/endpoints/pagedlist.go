@@ -31,6 +31,9 @@ type pagedLister struct {
 	deliver  func(obj any) error
 	pageSize int64
 	listed   atomic.Bool // a List has completed: see WatchWithContext
+	// streamFirst lets the first list be a watch-list too, as kube-proxy's
+	// informers do (Clients.StreamFirstList).
+	streamFirst bool
 }
 
 // errListFirst is what a watch-list request gets before the first List: the
@@ -58,7 +61,7 @@ func (p *pagedLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 // IsWatchListSemanticsUnSupported). (A client that cannot stream lists, the
 // fake Clientset, never asks for one.)
 func (p *pagedLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if !p.listed.Load() && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+	if !p.streamFirst && !p.listed.Load() && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		return nil, errListFirst
 	}
 	return p.lw.WatchWithContext(ctx, opts)

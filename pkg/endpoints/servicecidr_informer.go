@@ -69,7 +69,7 @@ func NewServiceCIDRInformer(c typednetworkingv1.ServiceCIDRsGetter, t *ServiceCI
 	})
 	f.deletes = append(f.deletes, t.OnDeleteObj)
 	ns := &notServed{retry: o.NotServedRetry, report: o.OnNotServed}
-	refl := reflectorInto(o.WatchList, f, &networkingv1.ServiceCIDR{}, "ServiceCIDRs", o.RetryOptions,
+	refl := reflectorInto(o.WatchList, false, f, &networkingv1.ServiceCIDR{}, "ServiceCIDRs", o.RetryOptions,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return ns.list(ctx, func() (runtime.Object, error) { return c.ServiceCIDRs().List(ctx, opts) })
 		},

@@ -163,3 +163,14 @@ func TestPagedListerJoinsStreamedPages(t *testing.T) {
 		t.Errorf("keys %v at %q after %d requests, want [ns/a ns/b c] at 5 after 2", keys, l.ResourceVersion, n)
 	}
 }
+
+// TestPagedListerStreamsFirstWhenAsked: with streamFirst, a watch-list is
+// passed on before any List.
+func TestPagedListerStreamsFirstWhenAsked(t *testing.T) {
+	watches := 0
+	lw := &stubLW{list: func() runtime.Object { t.Error("listed"); return nil }, watches: &watches}
+	p := &pagedLister{lw: lw, pageSize: 500, streamFirst: true}
+	if _, err := p.WatchWithContext(context.Background(), metav1.ListOptions{SendInitialEvents: ptr(true)}); err != nil || watches != 1 {
+		t.Fatalf("watch-list before a List with streamFirst: %v (%d watches), want it passed on", err, watches)
+	}
+}
