@@ -36,6 +36,13 @@
 # BENCH_SIDE_HEAPPROFILE=DIR: svcproxy's heap profile after each side-by-side cold
 # sync goes to DIR/<kind>-<size>.heap (it runs with --profiling). BENCH_SIDE_CPUPROFILE=DIR:
 # a CPU profile of svcproxy's first 15 s (lists and cold sync) goes to DIR/<kind>-<size>.cpu.
+# BENCH_FLEET="50 200" (off by default; make bench's time does not change): the
+# fleet's view of a rollout (TestBenchFleet in test/e2e, E2E_FLEET=1): that many
+# simulated proxies (svcproxy's informers, in one process, one connection each)
+# list and watch BENCH_FLEET_SERVICES (default 30000) Services x10 together, once
+# with svcproxy's first List and once with kube-proxy's first watch-list
+# (BENCH_FLEET_MODES), measuring kube-apiserver's CPU and peak RSS; see
+# docs/bench.md, "The fleet's view: a rollout". JSON lines in BENCH_OUT/fleet.jsonl.
 # BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory); BENCH_PLOTS=DIR
 # is where the plots go (default docs/bench).
 set -euo pipefail
@@ -85,6 +92,11 @@ for n in $dual_sizes; do
   ./bin/bench -services "$n" -family dual "${flags[@]}" >>"$out/kernel.jsonl"
 done
 
+# The e2e runs' namespaces, removed on exit.
+prefixes=()
+cleanup() { for p in "${prefixes[@]}"; do suite_delete_netns "$p"; done; }
+trap cleanup EXIT
+
 side=${BENCH_SIDE_SIZES:-1000}
 if [ "$side" != none ]; then
   # The Kubernetes binaries e2e builds (11 minutes cold): used when cached, never
@@ -100,8 +112,7 @@ if [ "$side" != none ]; then
     # shellcheck source=hack/lib/suite.sh
     source hack/lib/suite.sh
     prefix="$(suite_prefix spe2e)"
-    cleanup() { suite_delete_netns "$prefix"; }
-    trap cleanup EXIT
+    prefixes+=("$prefix")
     echo "bench: side by side at $side Services (kube-proxy up to ${BENCH_KUBEPROXY_MAX:-10000}) ..." >&2
     E2E_BENCH=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
       E2E_BENCH_SIZES="$side" E2E_BENCH_SHAPE="$shape" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
@@ -109,6 +120,30 @@ if [ "$side" != none ]; then
       E2E_BENCH_SVCPROXY_BEFORE="${BENCH_SVCPROXY_BEFORE:-}" E2E_BENCH_WRITE="${BENCH_WRITE:-api}" \
       E2E_BENCH_HEAPPROFILE="${BENCH_SIDE_HEAPPROFILE:-}" E2E_BENCH_CPUPROFILE="${BENCH_SIDE_CPUPROFILE:-}" \
       bin/e2e.test -test.run '^TestBenchSideBySide$' -test.v -test.count=1 -test.timeout=3h >&2
+  fi
+fi
+
+fleet=${BENCH_FLEET:-}
+if [ -n "$fleet" ] && [ "$fleet" != none ]; then
+  # shellcheck source=hack/lib/k8s-build.sh
+  source hack/lib/k8s-build.sh
+  bins="$(k8s_cache_dir test/e2e/k8sbins svcproxy-e2e)"
+  if [ ! -x "$bins/etcd" ] || [ ! -x "$bins/kube-apiserver" ]; then
+    echo "bench: fleet skipped: no control plane binaries in $bins (hack/build-k8s-bins.sh builds them)" >&2
+  else
+    # The harness wants a svcproxy binary even when no proxy process runs.
+    go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
+    go test -c -tags e2e -o bin/e2e.test ./test/e2e/
+    # shellcheck source=hack/lib/suite.sh
+    source hack/lib/suite.sh
+    prefix="$(suite_prefix spe2e)"
+    prefixes+=("$prefix")
+    : >"$out/fleet.jsonl"
+    echo "bench: fleet of $fleet proxies against ${BENCH_FLEET_SERVICES:-30000} Services ..." >&2
+    E2E_FLEET=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
+      E2E_FLEET_PROXIES="$fleet" E2E_FLEET_SERVICES="${BENCH_FLEET_SERVICES:-30000}" \
+      E2E_FLEET_MODES="${BENCH_FLEET_MODES:-list watch-list}" E2E_FLEET_OUT="$out/fleet.jsonl" \
+      bin/e2e.test -test.run '^TestBenchFleet$' -test.v -test.count=1 -test.timeout=3h >&2
   fi
 fi
 

@@ -29,7 +29,8 @@ type config struct {
 	prefix      string // optional namespace name prefix
 	results     string // optional JSON results file
 	// bench (E2E_BENCH=1, hack/bench.sh): only the control plane and the Nodes;
-	// TestBenchSideBySide starts the proxies it compares in namespaces of its own.
+	// TestBenchSideBySide starts the proxies it compares in namespaces of its own,
+	// TestBenchFleet (E2E_FLEET=1) its simulated ones in process.
 	bench bool
 }
 
@@ -48,7 +49,7 @@ func mainRun(m *testing.M) int {
 		agentBin:    os.Getenv("E2E_NODEAGENT_BIN"),
 		prefix:      os.Getenv("E2E_PREFIX"),
 		results:     os.Getenv("E2E_RESULTS"),
-		bench:       os.Getenv("E2E_BENCH") != "",
+		bench:       os.Getenv("E2E_BENCH") != "" || os.Getenv("E2E_FLEET") != "",
 	}
 	if cfg.proxy == "" {
 		cfg.proxy = "svcproxy"
