@@ -66,6 +66,9 @@ type countingRT struct {
 	stats *fleetHTTPStats
 }
 
+// WrappedRoundTripper lets CloseIdleConnectionsFor reach the transport.
+func (c countingRT) WrappedRoundTripper() http.RoundTripper { return c.rt }
+
 func (c countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	s, q := c.stats, req.URL.Query()
 	s.requests.Add(1)
