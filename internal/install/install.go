@@ -28,20 +28,41 @@ type Install struct {
 // defaults and decodes every object; an object of another kind is an error, so
 // that nothing the install creates goes unchecked.
 func Render(dir string) (*Install, error) {
+	docs, err := Manifests(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := &Install{}
+	for _, d := range docs {
+		if err := out.add(d.Kind, d.YAML); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// Manifest is one object of a kustomize build, as kubectl apply -k sends it.
+type Manifest struct {
+	Kind, ID string // ID names the object in errors
+	YAML     []byte
+}
+
+// Manifests builds the kustomization in dir with kubectl's defaults and
+// returns its objects undecoded, whatever their kinds: for test/helm, which
+// compares the Helm chart with this build field for field.
+func Manifests(dir string) ([]Manifest, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
-	out := &Install{}
+	var out []Manifest
 	for _, r := range m.Resources() {
 		b, err := r.AsYAML()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.CurId(), err)
 		}
-		if err := out.add(r.GetKind(), b); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.CurId(), err)
-		}
+		out = append(out, Manifest{Kind: r.GetKind(), ID: r.CurId().String(), YAML: b})
 	}
 	return out, nil
 }
