@@ -8,4 +8,7 @@ unformatted=$(gofmt -l cmd pkg internal hack deploy test)
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 go vet ./...
 go test -race -count=1 -timeout 15m ./...
+# The Helm chart's render test: a module of its own, so that Helm's
+# dependencies stay out of svcproxy's go.mod (docs/helm.md).
+(cd test/helm && go vet ./... && go test -count=1 ./...)
 hack/fuzz.sh
