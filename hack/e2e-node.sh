@@ -24,6 +24,7 @@ start=$SECONDS
 k8s="$(hack/build-k8s-bins.sh | tail -n1)"
 nodebins="$(hack/build-kubelet.sh | tail -n1)"
 prometheus="$(hack/build-prometheus.sh | tail -n1)/prometheus"
+helm="$(hack/build-helm.sh | tail -n1)/helm"
 images="$root/bin/e2enode-images"
 e2enode_images "$images" "$k8s"
 e2enode_prepare_run
@@ -32,6 +33,6 @@ args=(-test.v -test.count=1 -test.timeout=40m)
 echo "e2e-node: k8s binaries $k8s, kubelet $nodebins, prefix $prefix, prepared in $((SECONDS - start))s" >&2
 ls -l "$images" >&2
 rc=0
-e2enode_run "$k8s" "$nodebins" "$images" E2ENODE_PROMETHEUS="$prometheus" -- "${args[@]}" || rc=$?
+e2enode_run "$k8s" "$nodebins" "$images" E2ENODE_PROMETHEUS="$prometheus" E2ENODE_HELM="$helm" -- "${args[@]}" || rc=$?
 echo "e2e-node: total $((SECONDS - start))s" >&2
 exit "$rc"
