@@ -97,6 +97,17 @@ prefixes=()
 cleanup() { for p in "${prefixes[@]}"; do suite_delete_netns "$p"; done; }
 trap cleanup EXIT
 
+# harness_build builds what test/e2e's harness runs (svcproxy, the test binary)
+# and picks a namespace prefix for it, removed on exit.
+harness_build() {
+  go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
+  go test -c -tags e2e -o bin/e2e.test ./test/e2e/
+  # shellcheck source=hack/lib/suite.sh
+  source hack/lib/suite.sh
+  prefix="$(suite_prefix spe2e)"
+  prefixes+=("$prefix")
+}
+
 side=${BENCH_SIDE_SIZES:-1000}
 if [ "$side" != none ]; then
   # The Kubernetes binaries e2e builds (11 minutes cold): used when cached, never
@@ -107,12 +118,7 @@ if [ "$side" != none ]; then
   if [ ! -x "$bins/etcd" ] || [ ! -x "$bins/kube-apiserver" ] || [ ! -x "$bins/kube-controller-manager" ] || [ ! -x "$bins/kube-scheduler" ]; then
     echo "bench: side by side skipped: no control plane binaries in $bins (hack/build-k8s-bins.sh builds them)" >&2
   else
-    go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
-    go test -c -tags e2e -o bin/e2e.test ./test/e2e/
-    # shellcheck source=hack/lib/suite.sh
-    source hack/lib/suite.sh
-    prefix="$(suite_prefix spe2e)"
-    prefixes+=("$prefix")
+    harness_build
     echo "bench: side by side at $side Services (kube-proxy up to ${BENCH_KUBEPROXY_MAX:-10000}) ..." >&2
     E2E_BENCH=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
       E2E_BENCH_SIZES="$side" E2E_BENCH_SHAPE="$shape" E2E_BENCH_KUBEPROXY_MAX="${BENCH_KUBEPROXY_MAX:-10000}" \
@@ -131,13 +137,7 @@ if [ -n "$fleet" ] && [ "$fleet" != none ]; then
   if [ ! -x "$bins/etcd" ] || [ ! -x "$bins/kube-apiserver" ]; then
     echo "bench: fleet skipped: no control plane binaries in $bins (hack/build-k8s-bins.sh builds them)" >&2
   else
-    # The harness wants a svcproxy binary even when no proxy process runs.
-    go build -ldflags "$(hack/version-ldflags.sh)" -o bin/svcproxy ./cmd/svcproxy
-    go test -c -tags e2e -o bin/e2e.test ./test/e2e/
-    # shellcheck source=hack/lib/suite.sh
-    source hack/lib/suite.sh
-    prefix="$(suite_prefix spe2e)"
-    prefixes+=("$prefix")
+    harness_build # the harness wants a svcproxy binary even when no proxy process runs
     : >"$out/fleet.jsonl"
     echo "bench: fleet of $fleet proxies against ${BENCH_FLEET_SERVICES:-30000} Services ..." >&2
     E2E_FLEET=1 E2E_K8S_BINS="$bins" E2E_SVCPROXY_BIN="$PWD/bin/svcproxy" E2E_PREFIX="$prefix" \
