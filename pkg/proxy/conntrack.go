@@ -53,19 +53,27 @@ func newServingTable() *servingTable {
 func (s *servingTable) render(owner string, sv conntrack.Serving) { s.pending[owner] = sv }
 
 // commit takes in the rendered state of every owner that has no change pending any
-// more: the kernel holds its rules.
+// more: the kernel holds its rules. Every such owner's keys it no longer renders go
+// first, then the rendered keys are put in: a key handed from one owner to another
+// in one sync (an external IP moving between Services) stays served whichever owner
+// the map walk meets first.
 func (s *servingTable) commit(pending map[string]bool) {
+	var done []string
 	for owner, sv := range s.pending {
 		if pending[owner] {
 			continue
 		}
-		delete(s.pending, owner)
+		done = append(done, owner)
 		for _, k := range s.byOwner[owner] {
 			if _, keep := sv[k]; !keep {
 				delete(s.serving, k)
 				s.changed[k] = true
 			}
 		}
+	}
+	for _, owner := range done {
+		sv := s.pending[owner]
+		delete(s.pending, owner)
 		keys := make([]conntrack.Service, 0, len(sv))
 		for k, eps := range sv {
 			if prev, ok := s.serving[k]; !ok || !slices.Equal(prev, eps) {
