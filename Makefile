@@ -1,5 +1,5 @@
 # Thin targets; the scripts in hack/ do the work.
-.PHONY: demo test bench build image render e2e e2e-matrix e2e-node conformance clean
+.PHONY: demo test bench build image render e2e e2e-matrix e2e-node conformance soak clean
 
 demo:
 	hack/demo.sh
@@ -27,6 +27,10 @@ e2e:
 
 e2e-matrix:
 	hack/e2e-matrix.sh
+
+# The chaos soak on the e2e cluster: SOAK_DURATION (15m), SOAK_SEED (docs/soak.md).
+soak:
+	hack/soak.sh
 
 # Real kubelets, containerd and CNI; svcproxy as its DaemonSet (docs/e2e-node.md).
 e2e-node:

@@ -3,6 +3,7 @@
 # cluster made of network namespaces. PROXY=svcproxy (default),
 # kube-proxy-iptables or kube-proxy-nftables. E2E_RUN=regexp selects tests.
 # E2E_RESULTS=file.json writes the per-scenario results for hack/e2e-matrix.sh.
+# E2E_TIMEOUT: the test binary's timeout (45m; hack/soak.sh sets it from SOAK_DURATION).
 # Must run as root; never touches the root network namespace.
 set -euo pipefail
 
@@ -48,7 +49,7 @@ cleanup() { suite_delete_netns "$prefix"; }
 # A compiled test binary (not `go test`) so that a signal reaches the process
 # that tears the cluster down.
 go test -c -tags e2e -o bin/e2e.test ./test/e2e/
-args=(-test.v -test.count=1 -test.timeout=45m)
+args=(-test.v -test.count=1 "-test.timeout=${E2E_TIMEOUT:-45m}")
 [[ -n ${E2E_RUN:-} ]] && args+=(-test.run "$E2E_RUN")
 echo "e2e: PROXY=$PROXY E2E_FAMILY=${E2E_FAMILY:-ipv4} k8s binaries $bins prefix $prefix" >&2
 rc=0

@@ -1,0 +1,385 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// invRow is one invariant's verdict, as the report prints it.
+type invRow struct {
+	name   string
+	ok     bool
+	value  string // the measured figure
+	detail string // every exception and violation, named
+}
+
+// healthTimeout is the proxies' /healthz timeout with the harness's flags:
+// 2 x --sync-period (30 s), kube-proxy's rule, which svcproxy keeps.
+const healthTimeout = 60 * time.Second
+
+func (s *soak) evaluate() []invRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []invRow{
+		s.checkConnections(),
+		s.checkLongLived(),
+		s.checkChanges(),
+		s.checkFlat("RSS flat after warm-up (end <= 1.2x)", "MiB", func(r resSample) float64 { return float64(r.rssKiB) / 1024 }),
+		s.checkFlat("goroutines flat after warm-up (end <= 1.2x)", "", func(r resSample) float64 { return r.goroutines }),
+		s.checkPanics(),
+		s.checkHealth(),
+		s.checkSticky(),
+	}
+}
+
+// onPath says whether fault f can touch a request of caller cl to tg: a
+// fault of the control plane or the cluster's objects touches everything,
+// a node's fault the requests that enter by that node (the client pod's,
+// or the node outside traffic is routed to) and, since every Service has
+// endpoints on both workers, everything when the node is a worker.
+func onPath(f *faultRecord, cl *soakCaller, tg soakTarget) bool {
+	n := f.node
+	return n == nil || n.worker || n == cl.node || n == tg.via
+}
+
+// faultAt returns the fault whose window holds t and that is on the
+// request's path, preferring a disruptive one (nil: none).
+func (s *soak) faultAt(t time.Time, cl *soakCaller, tg soakTarget) *faultRecord {
+	var found *faultRecord
+	for _, f := range s.faults {
+		if t.Before(f.start.Add(-100*time.Millisecond)) || t.After(f.windowEnd(s.end)) || !onPath(f, cl, tg) {
+			continue
+		}
+		if found == nil || (f.disruptive && !found.disruptive) {
+			found = f
+		}
+	}
+	return found
+}
+
+func (s *soak) since(t time.Time) string {
+	return fmt.Sprintf("+%.1fs", t.Sub(s.start).Seconds())
+}
+
+func (s *soak) faultName(f *faultRecord) string {
+	return fmt.Sprintf("%s on %s at %s", f.kind, f.where(), s.since(f.start))
+}
+
+// failureSplit sorts failures into named exceptions (inside a disruptive
+// fault's window: the fault took rules out of the kernel) and violations
+// (anything else), each described.
+type failureSplit struct {
+	exceptions map[*faultRecord][]string
+	violations []string
+}
+
+func (fs *failureSplit) add(s *soak, at time.Time, cl *soakCaller, tg soakTarget, what string) {
+	f := s.faultAt(at, cl, tg)
+	switch {
+	case f != nil && f.disruptive:
+		fs.exceptions[f] = append(fs.exceptions[f], what)
+	case f != nil:
+		fs.violations = append(fs.violations, what+" [during "+s.faultName(f)+"]")
+	default:
+		fs.violations = append(fs.violations, what+" [outside every fault]")
+	}
+}
+
+func (fs *failureSplit) describe(s *soak) (exc int, detail string) {
+	var parts []string
+	for _, f := range s.faults {
+		if l := fs.exceptions[f]; len(l) > 0 {
+			exc += len(l)
+			parts = append(parts, fmt.Sprintf("%d during %s (%s; %s), first: %s", len(l), s.faultName(f), f.note, "the kernel lost rules", l[0]))
+		}
+	}
+	if len(fs.violations) > 0 {
+		shown := fs.violations[:min(10, len(fs.violations))]
+		parts = append(parts, fmt.Sprintf("VIOLATIONS (%d): %s", len(fs.violations), strings.Join(shown, "; ")))
+	}
+	return exc, strings.Join(parts, "<br>")
+}
+
+func (s *soak) checkConnections() invRow {
+	tr := s.traffic
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	fs := &failureSplit{exceptions: map[*faultRecord][]string{}}
+	failed := 0
+	for _, r := range tr.reqs {
+		if r.err == nil {
+			continue
+		}
+		failed++
+		fs.add(s, r.start, r.caller, r.tg, fmt.Sprintf("%s %s -> %s %s: %v", s.since(r.start), r.caller.name, r.tg.svc, r.tg.addr(), r.err))
+	}
+	exc, detail := fs.describe(s)
+	return invRow{
+		name:   "0 failed connections to unchanged Services",
+		ok:     len(fs.violations) == 0,
+		value:  fmt.Sprintf("%d of %d failed: %d named exceptions, %d violations", failed, len(tr.reqs), exc, len(fs.violations)),
+		detail: detail,
+	}
+}
+
+func (s *soak) checkLongLived() invRow {
+	tr := s.traffic
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	fs := &failureSplit{exceptions: map[*faultRecord][]string{}}
+	for _, b := range tr.broken {
+		fs.add(s, b.broke, b.caller, b.tg, fmt.Sprintf("%s %s -> %s %s after %d requests: %v", s.since(b.broke), b.caller.name, b.tg.svc, b.tg.addr(), b.requests, b.err))
+	}
+	exc, detail := fs.describe(s)
+	return invRow{
+		name:   "long-lived connections live",
+		ok:     len(fs.violations) == 0,
+		value:  fmt.Sprintf("%d lived to the end, %d broke: %d named exceptions, %d violations", tr.longOK, len(tr.broken), exc, len(fs.violations)),
+		detail: detail,
+	}
+}
+
+// checkChanges: the change probe's p99, leaving apart the samples taken
+// while the measuring client's node could not learn of the change.
+func (s *soak) checkChanges() invRow {
+	p := s.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var in []time.Duration
+	var apart, failed []string
+	for _, c := range p.samples {
+		took := c.took
+		if c.err != nil {
+			took = 30 * time.Second
+		}
+		var blocked *faultRecord
+		for _, f := range s.faults {
+			if f.blocksChanges && f.node == c.caller.node && c.at.Add(took).After(f.start) && c.at.Before(f.windowEnd(s.end)) {
+				blocked = f
+			}
+		}
+		if blocked != nil {
+			apart = append(apart, fmt.Sprintf("%s %s %v (%s)", s.since(c.at), c.ip, took.Round(time.Millisecond), s.faultName(blocked)))
+			continue
+		}
+		if c.err != nil {
+			failed = append(failed, fmt.Sprintf("%s %s from %s: %v", s.since(c.at), c.ip, c.caller.name, c.err))
+		}
+		in = append(in, took)
+	}
+	row := invRow{name: "every change served within 2 s p99 (traffic-measured)"}
+	if len(in) == 0 {
+		row.value = "no sample"
+		return row
+	}
+	p99 := percentile(in, 0.99)
+	row.ok = p99 <= 2*time.Second
+	row.value = fmt.Sprintf("p50 %s ms, p99 %s ms, max %s ms over %d changes (%d write rounds failed, %d samples apart)",
+		ms(percentile(in, 0.5)), ms(p99), ms(maxDuration(in)), len(in), p.writeErrs, len(apart))
+	var d []string
+	if len(failed) > 0 {
+		d = append(d, "not served within 30 s: "+strings.Join(failed, "; "))
+	}
+	if len(apart) > 0 {
+		d = append(d, "apart (the client's node could not learn of it): "+strings.Join(apart, "; "))
+	}
+	slow := 0
+	for _, x := range in {
+		if x > 2*time.Second {
+			slow++
+		}
+	}
+	if slow > 0 {
+		d = append(d, fmt.Sprintf("%d over 2 s", slow))
+	}
+	row.detail = strings.Join(d, "<br>")
+	return row
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// checkFlat compares, per node, the median of the samples of warm-up's
+// last 20 s with the median of the last three samples (the cool-down,
+// after every fault).
+func (s *soak) checkFlat(name, unit string, val func(resSample) float64) invRow {
+	s.res.mu.Lock()
+	defer s.res.mu.Unlock()
+	row := invRow{name: name, ok: true}
+	var vals []string
+	for _, n := range s.c.nodes {
+		var warm, all []float64
+		for _, r := range s.res.samples {
+			if r.node != n.name || val(r) < 0 {
+				continue
+			}
+			if !r.at.After(s.warmEnd) && r.at.After(s.warmEnd.Add(-20*time.Second)) {
+				warm = append(warm, val(r))
+			}
+			all = append(all, val(r))
+		}
+		end := median(all[max(0, len(all)-3):])
+		w := median(warm)
+		vals = append(vals, fmt.Sprintf("%s %.0f -> %.0f%s", n.short, w, end, unit))
+		if w == 0 || end > 1.2*w {
+			row.ok = false
+			row.detail += fmt.Sprintf("%s: warm-up %.1f, end %.1f (%d warm-up samples); ", n.short, w, end, len(warm))
+		}
+	}
+	row.value = strings.Join(vals, ", ")
+	return row
+}
+
+func (s *soak) checkPanics() invRow {
+	p := s.panics()
+	row := invRow{name: "no panic in any proxy log", ok: len(p) == 0, value: fmt.Sprintf("%d", len(p))}
+	row.detail = strings.Join(p[:min(5, len(p))], "<br>")
+	return row
+}
+
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+func (a span) overlaps(b span) bool { return a.from.Before(b.to) && b.from.Before(a.to) }
+
+// checkHealth compares each node's /healthz with what the kernel held:
+// 503 is due within the timeout of a kernel-wrong window's start (if it
+// lasts that long) and 200 once it is repaired; 503 is wrong while the
+// kernel is right and the proxy is not restarting. Measured: how long
+// /healthz disagreed with the kernel.
+func (s *soak) checkHealth() invRow {
+	row := invRow{name: "/healthz 503 while the kernel is wrong, 200 otherwise", ok: true}
+	var notes []string
+	var wrongTotal, wrong503, right503 time.Duration
+	for _, n := range s.c.nodes {
+		h := s.health[n.name]
+		h.mu.Lock()
+		changes := slices.Clone(h.changes)
+		h.mu.Unlock()
+		var wrong, excused []span
+		for _, f := range s.faults {
+			if f.node != n {
+				continue
+			}
+			if f.kernelWrong {
+				e := f.repaired
+				if e.IsZero() {
+					e = s.end
+				}
+				wrong = append(wrong, span{f.start, e})
+				excused = append(excused, span{f.start, e.Add(5 * time.Second)})
+			}
+			if f.restarts {
+				excused = append(excused, span{f.start, f.end.Add(2 * time.Second)})
+			}
+		}
+		// /healthz's intervals of 503 from the first answer on.
+		var bad []span
+		for i, ch := range changes {
+			to := s.end
+			if i+1 < len(changes) {
+				to = changes[i+1].at
+			}
+			if ch.code == 503 && to.After(s.start) {
+				bad = append(bad, span{ch.at, to})
+			}
+		}
+		for _, w := range wrong {
+			wrongTotal += w.to.Sub(w.from)
+			var first time.Time
+			for _, b := range bad {
+				if b.overlaps(w) {
+					from, to := maxTime(b.from, w.from), minTime(b.to, w.to)
+					wrong503 += to.Sub(from)
+					if first.IsZero() {
+						first = from
+					}
+				}
+			}
+			if first.IsZero() {
+				notes = append(notes, fmt.Sprintf("%s: kernel wrong %v from %s, no 503", n.short, w.to.Sub(w.from).Round(time.Millisecond), s.since(w.from)))
+				if w.to.Sub(w.from) > healthTimeout+10*time.Second {
+					row.ok = false
+				}
+			} else {
+				notes = append(notes, fmt.Sprintf("%s: kernel wrong %v from %s, 503 after %v", n.short, w.to.Sub(w.from).Round(time.Millisecond), s.since(w.from), first.Sub(w.from).Round(time.Millisecond)))
+			}
+		}
+		for _, b := range bad {
+			ok := false
+			for _, e := range excused {
+				if b.overlaps(e) {
+					ok = true
+				}
+			}
+			if !ok && b.from.After(s.start) {
+				right503 += b.to.Sub(b.from)
+				row.ok = false
+				notes = append(notes, fmt.Sprintf("%s: 503 for %v from %s while the kernel was right", n.short, b.to.Sub(b.from).Round(time.Millisecond), s.since(b.from)))
+			}
+		}
+	}
+	row.value = fmt.Sprintf("kernel wrong %v in all, 503 for %v of it; 503 while right %v", wrongTotal.Round(time.Millisecond), wrong503.Round(time.Millisecond), right503.Round(time.Millisecond))
+	sort.Strings(notes)
+	row.detail = strings.Join(notes, "; ")
+	return row
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// checkSticky reports (does not judge: the issue names no such invariant)
+// ClientIP-affinity pairs of caller and address that were answered by more
+// than one pod, and when the switch came.
+func (s *soak) checkSticky() invRow {
+	tr := s.traffic
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	type key struct{ caller, ip string }
+	last := map[key]string{}
+	var moves []string
+	pairs := 0
+	for _, r := range tr.reqs {
+		if !r.tg.sticky || r.err != nil {
+			continue
+		}
+		k := key{r.caller.name, r.tg.ip}
+		prev, seen := last[k]
+		if !seen {
+			pairs++
+		}
+		if seen && prev != r.pod {
+			why := "outside every fault"
+			if f := s.faultAt(r.start, r.caller, r.tg); f != nil {
+				why = s.faultName(f)
+			}
+			moves = append(moves, fmt.Sprintf("%s %s %s: %s -> %s (%s)", s.since(r.start), r.caller.name, r.tg.svc, prev, r.pod, why))
+		}
+		last[k] = r.pod
+	}
+	return invRow{name: "ClientIP affinity kept (reported only)", ok: true,
+		value:  fmt.Sprintf("%d moves over %d caller/address pairs", len(moves), pairs),
+		detail: strings.Join(moves[:min(10, len(moves))], "; ")}
+}
