@@ -43,7 +43,7 @@ type faultRecord struct {
 	// absent, then 503 until its first sync: not a wrong answer).
 	restarts bool
 	note     string
-	err           error
+	err      error
 }
 
 // windowEnd is the end of the span failures are attributed to: until the

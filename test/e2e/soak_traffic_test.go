@@ -146,8 +146,8 @@ type changeProbe struct {
 	done chan struct{}
 	once sync.Once
 
-	mu      sync.Mutex
-	samples []changeSample
+	mu        sync.Mutex
+	samples   []changeSample
 	writeErrs int
 }
 
