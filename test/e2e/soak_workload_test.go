@@ -3,14 +3,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcproxy/svcproxy/internal/poll"
 )
 
 // soakTarget is one address the soak's traffic asks, and what of.
@@ -183,7 +187,35 @@ func setupSoakWorkload(t *testing.T, c *cluster) *soakWorkload {
 	out := &soakCaller{name: "outside", cl: &podClient{name: "outside", netns: c.outsideNetns()}, targets: outside}
 	out.long = firstOfKind(outside, "nodeport", 1)
 	w.callers = append(w.callers, out)
+	w.waitServed(t)
 	return w
+}
+
+// waitServed asks every address once from its caller until it answers:
+// the load starts when every proxy has programmed every Service, so that a
+// failure under the load is never the setup's.
+func (w *soakWorkload) waitServed(t *testing.T) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, cl := range w.callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, tg := range cl.targets {
+				err := poll.Until(context.Background(), 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+					err := (&stream{target: tg.swapTarget, client: cl.cl}).once()
+					return err == nil, errString(err)
+				})
+				if err != nil {
+					t.Errorf("%s -> %s %s never answered: %v", cl.name, tg.svc, tg.addr(), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 }
 
 func firstOfKind(tgs []soakTarget, kind string, n int) []soakTarget {
