@@ -12,6 +12,7 @@ import (
 
 // invRow is one invariant's verdict, as the report prints it.
 type invRow struct {
+	key    string // the results' metric name
 	name   string
 	ok     bool
 	value  string // the measured figure
@@ -29,8 +30,8 @@ func (s *soak) evaluate() []invRow {
 		s.checkConnections(),
 		s.checkLongLived(),
 		s.checkChanges(),
-		s.checkFlat("RSS flat after warm-up (end <= 1.2x)", "MiB", func(r resSample) float64 { return float64(r.rssKiB) / 1024 }),
-		s.checkFlat("goroutines flat after warm-up (end <= 1.2x)", "", func(r resSample) float64 { return r.goroutines }),
+		s.checkFlat("rss", "RSS flat after warm-up (end <= 1.2x)", "MiB", func(r resSample) float64 { return float64(r.rssKiB) / 1024 }),
+		s.checkFlat("goroutines", "goroutines flat after warm-up (end <= 1.2x)", "", func(r resSample) float64 { return r.goroutines }),
 		s.checkPanics(),
 		s.checkHealth(),
 		s.checkSticky(),
@@ -120,6 +121,7 @@ func (s *soak) checkConnections() invRow {
 	}
 	exc, detail := fs.describe(s)
 	return invRow{
+		key:    "failed_connections",
 		name:   "0 failed connections to unchanged Services",
 		ok:     len(fs.violations) == 0,
 		value:  fmt.Sprintf("%d of %d failed: %d named exceptions, %d violations", failed, len(tr.reqs), exc, len(fs.violations)),
@@ -137,6 +139,7 @@ func (s *soak) checkLongLived() invRow {
 	}
 	exc, detail := fs.describe(s)
 	return invRow{
+		key:    "longlived_broken",
 		name:   "long-lived connections live",
 		ok:     len(fs.violations) == 0,
 		value:  fmt.Sprintf("%d lived to the end, %d broke: %d named exceptions, %d violations", tr.longOK, len(tr.broken), exc, len(fs.violations)),
@@ -172,7 +175,7 @@ func (s *soak) checkChanges() invRow {
 		}
 		in = append(in, took)
 	}
-	row := invRow{name: "every change served within 2 s p99 (traffic-measured)"}
+	row := invRow{key: "change_latency", name: "every change served within 2 s p99 (traffic-measured)"}
 	if len(in) == 0 {
 		row.value = "no sample"
 		return row
@@ -213,10 +216,10 @@ func median(v []float64) float64 {
 // checkFlat compares, per node, the median of the samples of warm-up's
 // last 20 s with the median of the last three samples (the cool-down,
 // after every fault).
-func (s *soak) checkFlat(name, unit string, val func(resSample) float64) invRow {
+func (s *soak) checkFlat(key, name, unit string, val func(resSample) float64) invRow {
 	s.res.mu.Lock()
 	defer s.res.mu.Unlock()
-	row := invRow{name: name, ok: true}
+	row := invRow{key: key, name: name, ok: true}
 	var vals []string
 	for _, n := range s.c.nodes {
 		var warm, all []float64
@@ -243,7 +246,7 @@ func (s *soak) checkFlat(name, unit string, val func(resSample) float64) invRow 
 
 func (s *soak) checkPanics() invRow {
 	p := s.panics()
-	row := invRow{name: "no panic in any proxy log", ok: len(p) == 0, value: fmt.Sprintf("%d", len(p))}
+	row := invRow{key: "panics", name: "no panic in any proxy log", ok: len(p) == 0, value: fmt.Sprintf("%d", len(p))}
 	row.detail = strings.Join(p[:min(5, len(p))], "<br>")
 	return row
 }
@@ -259,7 +262,7 @@ func (a span) overlaps(b span) bool { return a.from.Before(b.to) && b.from.Befor
 // kernel is right and the proxy is not restarting. Measured: how long
 // /healthz disagreed with the kernel.
 func (s *soak) checkHealth() invRow {
-	row := invRow{name: "/healthz 503 while the kernel is wrong, 200 otherwise", ok: true}
+	row := invRow{key: "healthz", name: "/healthz 503 while the kernel is wrong, 200 otherwise", ok: true}
 	var notes []string
 	var wrongTotal, wrong503, right503 time.Duration
 	for _, n := range s.c.nodes {
@@ -379,7 +382,7 @@ func (s *soak) checkSticky() invRow {
 		}
 		last[k] = r.pod
 	}
-	return invRow{name: "ClientIP affinity kept (reported only)", ok: true,
+	return invRow{key: "affinity_moves", name: "ClientIP affinity kept (reported only)", ok: true,
 		value:  fmt.Sprintf("%d moves over %d caller/address pairs", len(moves), pairs),
 		detail: strings.Join(moves[:min(10, len(moves))], "; ")}
 }

@@ -34,7 +34,7 @@ func (s *soak) report(r *result, rows []invRow) {
 			verdict = "**NO**"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.name, verdict, row.value, cell(row.detail))
-		r.metric(s.t, "soak_"+strings.Fields(row.name)[0], "%s (%s)", verdict, row.value)
+		r.metric(s.t, "soak_"+row.key, "%s (%s)", verdict, row.value)
 	}
 	fmt.Fprintf(&b, "\nFaults (%d):\n\n| at | fault | node | lasted | window | note |\n|---|---|---|---|---|---|\n", len(s.faults))
 	ran := map[string]int{}
