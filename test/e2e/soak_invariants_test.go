@@ -191,14 +191,23 @@ func (s *soak) checkChanges() invRow {
 	if len(apart) > 0 {
 		d = append(d, "apart (the client's node could not learn of it): "+strings.Join(apart, "; "))
 	}
-	slow := 0
-	for _, x := range in {
-		if x > 2*time.Second {
-			slow++
+	// Each change over 2 s, with the fault (anywhere) whose window it
+	// overlaps: the cause to look at first.
+	var slow []string
+	for _, c := range p.samples {
+		if c.err != nil || c.took <= 2*time.Second {
+			continue
 		}
+		why := "outside every fault"
+		for _, f := range s.faults {
+			if c.at.Add(c.took).After(f.start) && c.at.Before(f.windowEnd(s.end)) {
+				why = "during " + s.faultName(f)
+			}
+		}
+		slow = append(slow, fmt.Sprintf("%s %s from %s %v (%s)", s.since(c.at), c.ip, c.caller.name, c.took.Round(time.Millisecond), why))
 	}
-	if slow > 0 {
-		d = append(d, fmt.Sprintf("%d over 2 s", slow))
+	if len(slow) > 0 {
+		d = append(d, "over 2 s: "+strings.Join(slow, "; "))
 	}
 	row.detail = strings.Join(d, "<br>")
 	return row

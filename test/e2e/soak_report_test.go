@@ -19,7 +19,7 @@ func (s *soak) report(r *result, rows []invRow) {
 	tag := fmt.Sprintf("%s %s", c.proxyKind, c.family)
 	fmt.Fprintf(&b, "<!-- soak: %s begin -->\n", tag)
 	fmt.Fprintf(&b, "### %s, E2E_FAMILY=%s, %v, seed %d (%s)\n\n", c.proxyKind, c.family, s.cfg.duration, s.cfg.seed, s.start.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "`SOAK_SEED=%d SOAK_DURATION=%v PROXY=%s E2E_FAMILY=%s make soak`\n\n", s.cfg.seed, s.cfg.duration, c.proxyKind, c.family)
+	fmt.Fprintf(&b, "`%s`\n\n", s.cfg.command(c))
 	s.traffic.mu.Lock()
 	nreq, nbroken, nlong := len(s.traffic.reqs), len(s.traffic.broken), s.traffic.longOK
 	s.traffic.mu.Unlock()

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"strconv"
@@ -35,6 +36,12 @@ type soakConfig struct {
 	rate     int           // SOAK_RATE: new connections a second from each caller
 	long     int           // SOAK_LONGLIVED: long-lived connections per caller
 	report   string        // SOAK_REPORT: the markdown file whose section this run rewrites
+}
+
+// command is the make command that repeats this run's faults, with the
+// duration as given (hack/soak.sh takes a whole number of h, m or s).
+func (cfg soakConfig) command(c *cluster) string {
+	return fmt.Sprintf("SOAK_SEED=%d SOAK_DURATION=%s PROXY=%s E2E_FAMILY=%s make soak", cfg.seed, os.Getenv("SOAK_DURATION"), c.proxyKind, c.family)
 }
 
 func soakSettings(t *testing.T) soakConfig {
@@ -100,8 +107,8 @@ func TestSoak(t *testing.T) {
 	cfg := soakSettings(t)
 	c := theCluster
 	s := &soak{t: t, c: c, cfg: cfg, rng: rand.New(rand.NewSource(cfg.seed)), over: make(chan struct{})}
-	t.Logf("SOAK seed=%d duration=%v proxy=%s family=%s rate=%d/s per caller (reproduce: SOAK_SEED=%d SOAK_DURATION=%v PROXY=%s E2E_FAMILY=%s make soak)",
-		cfg.seed, cfg.duration, c.proxyKind, c.family, cfg.rate, cfg.seed, cfg.duration, c.proxyKind, c.family)
+	t.Logf("SOAK seed=%d duration=%v proxy=%s family=%s rate=%d/s per caller (reproduce: %s)",
+		cfg.seed, cfg.duration, c.proxyKind, c.family, cfg.rate, cfg.command(c))
 
 	s.w = setupSoakWorkload(t, c)
 	s.observe()
