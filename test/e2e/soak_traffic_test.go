@@ -136,9 +136,18 @@ type changeSample struct {
 	err    error
 }
 
-// changeProbe switches the probe Service between its two pods every few
-// seconds (every family's slice) and measures, from the client pods in
-// turn, when traffic reaches the new one: "every change served within 2 s"
+// probeEvery is the pause between the end of one probe change's
+// measurement and the next write: a second, so that a 3-minute run has
+// ~150 changes, each measured from both workers (~300 samples per
+// family), and the p99 is not simply the slowest change. The proxies'
+// syncs are spaced by their cost (tens of ms), so a change a second adds
+// one small sync a second per node.
+const probeEvery = time.Second
+
+// changeProbe switches the probe Service between its two pods every
+// probeEvery (every family's slice) and measures, from every worker's
+// client pod at once (each node's proxy programs the ClusterIP for its own
+// pod), when traffic reaches the new one: "every change served within 2 s"
 // as a client sees it, whatever the faults do meanwhile. A write that
 // fails (the API server is down) is retried at the next round.
 type changeProbe struct {
@@ -159,11 +168,11 @@ func startChangeProbe(w *soakWorkload) *changeProbe {
 	go func() {
 		defer close(p.done)
 		cur := 0
-		for round := 0; ; round++ {
+		for {
 			select {
 			case <-p.stop:
 				return
-			case <-time.After(4 * time.Second):
+			case <-time.After(probeEvery):
 			}
 			next := 1 - cur
 			ok := true
@@ -192,19 +201,21 @@ func startChangeProbe(w *soakWorkload) *changeProbe {
 			}
 			written := time.Now()
 			cur = next
-			cl := w.callers[round%len(c.workers())]
-			// Every family at once: measured one after the other, the
-			// second would include the first's wait.
+			// Every worker's pod and every family at once: measured one
+			// after the other, the later ones would include the earlier
+			// ones' wait.
 			var wg sync.WaitGroup
-			for _, ip := range pr.ips {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					took, err := firstAnswer(cl.cl, ip, 80, pr.pods[next].Name, written, 30*time.Second)
-					p.mu.Lock()
-					p.samples = append(p.samples, changeSample{at: written, ip: ip, caller: cl, took: took, err: err})
-					p.mu.Unlock()
-				}()
+			for _, cl := range w.callers[:len(c.workers())] {
+				for _, ip := range pr.ips {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						took, err := firstAnswer(cl.cl, ip, 80, pr.pods[next].Name, written, 30*time.Second)
+						p.mu.Lock()
+						p.samples = append(p.samples, changeSample{at: written, ip: ip, caller: cl, took: took, err: err})
+						p.mu.Unlock()
+					}()
+				}
 			}
 			wg.Wait()
 		}
