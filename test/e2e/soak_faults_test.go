@@ -35,15 +35,19 @@ type faultRecord struct {
 	// through its node may fail until the proxy repairs them; such failures
 	// are named exceptions, any other failure breaks the invariant.
 	disruptive bool
-	// blocksChanges: the node's proxy cannot learn of a change meanwhile
-	// (down, partitioned, refused by the kernel): the change probe's samples
-	// from its node are reported apart, not in the 2 s p99.
+	// blocksChanges: the node's proxy (every proxy, for a fault of the
+	// control plane) cannot learn of a change meanwhile (down, partitioned,
+	// refused by the kernel, the API server down): the change probe's
+	// samples from its node are reported apart, not in the 2 s p99.
 	blocksChanges bool
 	// restarts: the proxy process was started again (its /healthz is
 	// absent, then 503 until its first sync: not a wrong answer).
 	restarts bool
-	note     string
-	err      error
+	// unrepaired: a kernel fault the proxy had not repaired after
+	// repairWait (the soak may have undone it since).
+	unrepaired bool
+	note       string
+	err        error
 }
 
 // windowEnd is the end of the span failures are attributed to: until the
@@ -185,6 +189,9 @@ func (s *soak) termProxy(f *faultRecord) {
 // a graceful stop would remove its own endpoint, a real change) and starts
 // it again with the same flags; etcd stays.
 func (s *soak) restartAPI(f *faultRecord) {
+	// No proxy learns of a change from the kill until the new API server
+	// answers their watches again.
+	f.blocksChanges = true
 	c := s.c
 	c.apiserver.kill()
 	<-c.apiserver.Done()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,10 +47,18 @@ func (s *soak) listTable(n *node, fam string) (string, error) {
 
 func lineCount(text string) int { return strings.Count(text, "\n") }
 
+// repairWait is how long the schedule waits for the proxy's repair of a
+// kernel fault before going on (and undoing the fault itself if it can).
+const repairWait = time.Minute
+
 // awaitRepair marks f as a kernel-wrong window and polls ok until it
-// holds, up to a minute here and then in the background until the run
-// ends (a proxy that never repairs keeps the window open).
-func (s *soak) awaitRepair(f *faultRecord, ok func() bool) {
+// holds, up to repairWait here and then in the background until the run
+// ends (a proxy that never repairs keeps the window open). If the proxy
+// has not repaired it by then and undo is given, the soak undoes the
+// fault itself (kube-proxy never removes a rule forged in its table), so
+// that the window closes and the rest of the schedule runs on a right
+// kernel; f.unrepaired records it either way (an invariant of its own).
+func (s *soak) awaitRepair(f *faultRecord, ok func() bool, undo func() error) {
 	f.kernelWrong, f.disruptive = true, true
 	done := make(chan struct{})
 	s.repairWG.Add(1)
@@ -75,8 +84,24 @@ func (s *soak) awaitRepair(f *faultRecord, ok func() bool) {
 		s.mu.Lock()
 		f.note = strings.TrimSpace(fmt.Sprintf("%s repaired after %v", f.note, f.repaired.Sub(f.start).Round(time.Millisecond)))
 		s.mu.Unlock()
-	case <-time.After(time.Minute):
-		f.note = strings.TrimSpace(f.note + " not repaired within 60 s (watched until the run ends)")
+	case <-time.After(repairWait):
+		s.mu.Lock()
+		f.unrepaired = true
+		s.mu.Unlock()
+		if undo == nil {
+			f.note = strings.TrimSpace(f.note + " not repaired within 60 s (watched until the run ends)")
+			return
+		}
+		if err := undo(); err != nil {
+			f.note = strings.TrimSpace(f.note + " not repaired within 60 s; the soak's undo failed: " + err.Error() + " (watched until the run ends)")
+			return
+		}
+		select {
+		case <-done:
+			f.note = strings.TrimSpace(fmt.Sprintf("%s not repaired within 60 s: undone by the soak after %v", f.note, f.repaired.Sub(f.start).Round(time.Millisecond)))
+		case <-time.After(5 * time.Second):
+			f.note = strings.TrimSpace(f.note + " not repaired within 60 s; undone by the soak but not seen right 5 s later (watched until the run ends)")
+		}
 	}
 }
 
@@ -102,7 +127,7 @@ func (s *soak) deleteTable(f *faultRecord) {
 	}
 	f.note = fam
 	f.end = time.Now()
-	s.awaitRepair(f, s.wholeAgain(f.node, fam, lineCount(before)))
+	s.awaitRepair(f, s.wholeAgain(f.node, fam, lineCount(before)), nil)
 }
 
 // mapsWithElements lists the maps of an `nft list table` text that hold
@@ -147,7 +172,7 @@ func (s *soak) flushMap(f *faultRecord) {
 	s.awaitRepair(f, func() bool {
 		out, err := s.listTable(f.node, fam)
 		return err == nil && slices.Contains(mapsWithElements(out), m)
-	})
+	}, nil)
 }
 
 // baseChains lists the chains of an `nft list table` text that hook into
@@ -216,7 +241,27 @@ func (s *soak) forgeRule(f *faultRecord) {
 	s.awaitRepair(f, func() bool {
 		out, err := s.listTable(f.node, fam)
 		return err == nil && !strings.Contains(out, forgedComment)
-	})
+	}, func() error { return s.removeForged(f.node, fam, chain) })
+}
+
+// forgedHandle finds the forged rule's handle in `nft -a list chain` text.
+var forgedHandle = regexp.MustCompile(`comment "` + forgedComment + `" # handle (\d+)`)
+
+// removeForged deletes the forged rule, by its handle: the soak's undo when
+// the proxy leaves it.
+func (s *soak) removeForged(n *node, fam, chain string) error {
+	out, err := netns.Exec(n.netns, "nft", "-a", "list", "chain", fam, s.proxyTable(), chain)
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	m := forgedHandle.FindStringSubmatch(out)
+	if m == nil {
+		return nil // gone meanwhile
+	}
+	if out, err := netns.Exec(n.netns, "nft", "delete", "rule", fam, s.proxyTable(), chain, "handle", m[1]); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
 }
 
 // holdForeign swaps the proxy's IPv4 table for an empty one owned by a
@@ -249,7 +294,7 @@ func (s *soak) holdForeign(f *faultRecord) {
 	release()
 	f.end = time.Now()
 	f.note = fmt.Sprintf("ip table held %v;", hold)
-	s.awaitRepair(f, s.wholeAgain(f.node, "ip", lineCount(before)))
+	s.awaitRepair(f, s.wholeAgain(f.node, "ip", lineCount(before)), nil)
 }
 
 const cgroupRoot = "/sys/fs/cgroup"
