@@ -137,3 +137,42 @@ func TestKernelHealthFailsWhileTheKernelRefusesOurTable(t *testing.T) {
 	poll.Eventually(t, 10*time.Second, "the Service once the table is free again", serves)
 	poll.Eventually(t, 5*time.Second, "healthy again after a successful sync", healthIs(200))
 }
+
+// TestKernelSyncsOnceOurTableIsReleased: the kernel deletes a held table without a
+// notification when its owner lets go, and the failed syncs' retry has backed off by
+// then (to 6.4 s here, up to 30 s by default); the Service must come back within a
+// second or two of the release, not at the next retry.
+func TestKernelSyncsOnceOurTableIsReleased(t *testing.T) {
+	e := newKenv(t)
+	addWeb(e.tr, "web", "10.96.0.10", "pod1")
+	m := NewMetrics(nil)
+	p := New(Config{Tracker: e.tr, Kernel: e.kernel, Metrics: m, Options: e.p.cfg.Options,
+		SyncPeriod: time.Hour, MaxBackoff: time.Minute})
+	runProxy(t, p)
+	serves := func() (bool, string) {
+		body, err := e.client.Get("10.96.0.10:80", time.Second)
+		return err == nil && body == "pod1", fmt.Sprintf("answer %q, %v", body, err)
+	}
+	poll.Eventually(t, 10*time.Second, "the Service", serves)
+
+	release := holdTable(t, e.w.Node)
+	// A change makes the loop sync, fail and back off: 0.1, 0.2, 0.4, ... 6.4 s.
+	addWeb(e.tr, "other", "10.96.0.11", "pod2")
+	p.Trigger() // e.tr tells e.p of its changes, not p
+	poll.Eventually(t, 10*time.Second, "a failed sync", func() (bool, string) {
+		n := testutil.ToFloat64(m.SyncFailures)
+		return n >= 1, fmt.Sprintf("%v sync failures", n)
+	})
+	time.Sleep(8 * time.Second)
+	if n := testutil.ToFloat64(m.SyncFailures); n < 5 {
+		t.Fatalf("%v sync failures in 8 s while the table is held, want the retries backing off", n)
+	}
+	released := time.Now()
+	release()
+	poll.Eventually(t, 10*time.Second, "the Service once the table is free again", serves)
+	if took := time.Since(released); took > 2*time.Second {
+		t.Fatalf("the Service came back %v after the table was released, want within 2 s", took.Round(time.Millisecond))
+	} else {
+		t.Logf("the Service came back %v after the table was released", took.Round(time.Millisecond))
+	}
+}

@@ -96,6 +96,7 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 			backoff = min(max(2*backoff, 100*time.Millisecond), p.cfg.MaxBackoff)
 			klog.ErrorS(err, "Sync failed; will retry", "backoff", backoff)
 			retry = clk.After(backoff)
+			p.syncWhenReleased(ctx)
 			continue
 		}
 		backoff = 0

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -86,6 +87,8 @@ type Proxy struct {
 	zone         string // this node's zone (SetZone); cfg.Zone is the rendered one
 	lastSync     time.Time
 	costs        syncCosts // the last syncs' CPU time (spacing.go)
+	// releaseWatch: a watch for another program to let go of our table runs (released.go).
+	releaseWatch atomic.Bool
 
 	// verifiedGen is the ruleset generation at which the view was last known to equal
 	// the kernel (read, or only our own commits since). A periodic resync at that
