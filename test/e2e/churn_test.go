@@ -122,14 +122,7 @@ func TestEndpointSliceChurn(t *testing.T) {
 	last := make([][]string, nSvc) // endpoints of the last written slice
 	if err := parallel(nSvc, 16, func(i int) error {
 		f := c.churnFamily(i)
-		s, err := svcs.Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%04d", i), Labels: map[string]string{churnLabel: "1"}},
-			Spec: corev1.ServiceSpec{
-				Ports:          []corev1.ServicePort{servicePort("", 80, 80)},
-				IPFamilyPolicy: ref(corev1.IPFamilyPolicySingleStack),
-				IPFamilies:     []corev1.IPFamily{f},
-			},
-		}, metav1.CreateOptions{})
+		s, err := svcs.Create(ctx, churnService(i, f), metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
@@ -309,5 +302,18 @@ func churnCleanup(t *testing.T, client kubernetes.Interface, nSvc int) {
 	})
 	if err != nil {
 		t.Logf("delete churn Services: %v", err)
+	}
+}
+
+// churnService is churn Service i, a single-stack one of family f, without a
+// selector: the churn writes its EndpointSlices itself.
+func churnService(i int, f corev1.IPFamily) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%04d", i), Labels: map[string]string{churnLabel: "1"}},
+		Spec: corev1.ServiceSpec{
+			Ports:          []corev1.ServicePort{servicePort("", 80, 80)},
+			IPFamilyPolicy: ref(corev1.IPFamilyPolicySingleStack),
+			IPFamilies:     []corev1.IPFamily{f},
+		},
 	}
 }

@@ -274,14 +274,7 @@ func (w *soakWorkload) setupChurn(t *testing.T) {
 	t.Cleanup(func() { churnCleanup(t, c.client, soakChurn) })
 	for i := range soakChurn {
 		f := c.churnFamily(i)
-		_, err := c.client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%04d", i), Labels: map[string]string{churnLabel: "1"}},
-			Spec: corev1.ServiceSpec{
-				Ports:          []corev1.ServicePort{servicePort("", 80, 80)},
-				IPFamilyPolicy: ref(corev1.IPFamilyPolicySingleStack),
-				IPFamilies:     []corev1.IPFamily{f},
-			},
-		}, metav1.CreateOptions{})
+		_, err := c.client.CoreV1().Services(ns).Create(ctx, churnService(i, f), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("churn Service %d: %v", i, err)
 		}
