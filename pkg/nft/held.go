@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tableFlagOwner is NFT_TABLE_F_OWNER (Linux 5.12): only the socket that created the
+// TableFlagOwner is NFT_TABLE_F_OWNER (Linux 5.12): only the socket that created the
 // table may change it, and the table goes when that socket closes. x/sys/unix does
 // not define it.
-const tableFlagOwner = 0x2
+const TableFlagOwner = 0x2
 
 // TableHeld reports whether `family table` exists with the owner flag. svcproxy
 // never sets it on its tables, so another program's socket holds the table: every
@@ -35,7 +35,7 @@ func (n *Netlink) TableHeld(ctx context.Context, family Family, table string) (b
 	if err != nil {
 		return false, fmt.Errorf("table %s %s: %w", family, table, err)
 	}
-	return wireFlags(t.Flags)&tableFlagOwner != 0, nil
+	return wireFlags(t.Flags)&TableFlagOwner != 0, nil
 }
 
 // wireFlags undoes google/nftables' decoding of NFTA_TABLE_FLAGS: tableFromMsg

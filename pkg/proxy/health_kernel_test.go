@@ -15,12 +15,8 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
 	"github.com/svcproxy/svcproxy/internal/poll"
+	"github.com/svcproxy/svcproxy/pkg/nft"
 )
-
-// nftTableFOwner is NFT_TABLE_F_OWNER (Linux 5.12): only the socket that created
-// the table may change it, and the table goes when that socket closes. x/sys/unix
-// does not define it.
-const nftTableFOwner = 0x2
 
 // holdTable swaps our table for an empty one of the same name that a socket of its
 // own owns, in one transaction, as a hostile or careless program could: from then on
@@ -41,7 +37,7 @@ func holdTable(t *testing.T, ns *netnstest.NS) (release func()) {
 	}
 	add := netlink.NewAttributeEncoder()
 	add.String(unix.NFTA_TABLE_NAME, TableName)
-	add.Bytes(unix.NFTA_TABLE_FLAGS, binary.BigEndian.AppendUint32(nil, nftTableFOwner))
+	add.Bytes(unix.NFTA_TABLE_FLAGS, binary.BigEndian.AppendUint32(nil, nft.TableFlagOwner))
 	owned, err := add.Encode()
 	if err != nil {
 		t.Fatal(err)

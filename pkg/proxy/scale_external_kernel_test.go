@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,19 +44,19 @@ func TestKernelScaleExternal(t *testing.T) {
 		p := New(Config{Tracker: tr, Kernel: &nft.Netlink{NetNSFd: ns.Fd}, Options: Options{ClusterCIDR: podCIDR, NodeName: "node-a"}})
 		// CPU time (user + system: the kernel handles the transaction in our context)
 		// beside wall time: on a shared machine it moves far less with the load.
-		start, cpu0 := time.Now(), cpuTime(t)
+		start, cpu0 := time.Now(), processCPU()
 		if err := p.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		cold, coldCPU := time.Since(start), cpuTime(t)-cpu0
+		cold, coldCPU := time.Since(start), processCPU()-cpu0
 		var changes, changesCPU []time.Duration
 		for s := 1; s <= 7; s++ {
 			tr.OnEndpointSliceUpdate(nil, scaleSlice(s*3%n, s)) // a NodePort Service when external
-			start, cpu0 := time.Now(), cpuTime(t)
+			start, cpu0 := time.Now(), processCPU()
 			if err := p.Sync(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			changes, changesCPU = append(changes, time.Since(start)), append(changesCPU, cpuTime(t)-cpu0)
+			changes, changesCPU = append(changes, time.Since(start)), append(changesCPU, processCPU()-cpu0)
 		}
 		slices.Sort(changes)
 		slices.Sort(changesCPU)
@@ -98,13 +97,4 @@ func scaleSlice(i, gen int) *discoveryv1.EndpointSlice {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 128+k>>16, (k>>8)&0xff, k&0xff)}})
 	}
 	return s
-}
-
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

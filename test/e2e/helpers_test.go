@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -111,11 +112,14 @@ func waitEndpoints(t *testing.T, svc string, ps []corev1.Pod) {
 	})
 }
 
-func percentile(ds []time.Duration, p float64) time.Duration {
+// percentile is the value at quantile p of ds (0.5: the median, the upper of the two
+// middle ones).
+func percentile[T cmp.Ordered](ds []T, p float64) T {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	if len(s) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	i := int(p*float64(len(s)-1) + 0.5)
 	return s[i]

@@ -234,15 +234,6 @@ func (s *soak) checkChanges() invRow {
 	return row
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // checkFlat compares, per node, the median of the samples of warm-up's
 // last 20 s with the median of the last three samples (the cool-down,
 // after every fault).
@@ -262,8 +253,8 @@ func (s *soak) checkFlat(key, name, unit string, val func(resSample) float64) in
 			}
 			all = append(all, val(r))
 		}
-		end := median(all[max(0, len(all)-3):])
-		w := median(warm)
+		end := percentile(all[max(0, len(all)-3):], 0.5)
+		w := percentile(warm, 0.5)
 		vals = append(vals, fmt.Sprintf("%s %.0f -> %.0f%s", n.short, w, end, unit))
 		if w == 0 || end > 1.2*w {
 			row.ok = false
