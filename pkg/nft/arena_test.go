@@ -48,7 +48,7 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(string(a))))
 		return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(a))
 	}
-	for id, e := range r.elements {
+	for id, e := range r.elements.all() {
 		owner := r.ownerNames[e.owner]
 		arena := r.owners[owner].elements
 		if !within(id, arena) {
@@ -61,7 +61,7 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 			t.Errorf("entry %q reads back as %v", id, got)
 		}
 	}
-	if got := len(r.elements); got != 7 {
+	if got := r.elements.len(); got != 7 {
 		t.Fatalf("%d entries, want 7", got)
 	}
 }

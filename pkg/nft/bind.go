@@ -13,11 +13,11 @@ func (r *Ruleset) Bind(v *View) {
 		return
 	}
 	if old := r.view; old != nil {
-		for id, e := range r.elements {
+		for id, e := range r.elements.all() {
 			if e.inKernel() {
 				old.Elements[id] = e.kernel
 				e.clearKernel()
-				r.elements[id] = e
+				r.elements.put(id, e)
 			}
 		}
 		old.bound = nil
@@ -31,9 +31,9 @@ func (r *Ruleset) Bind(v *View) {
 	// point is to free what the view's map took.
 	rest := map[string]uint64{}
 	for id, h := range v.Elements {
-		if e, held := r.elements[id]; held {
+		if e, held := r.elements.get(id); held {
 			e.setKernel(h)
-			r.elements[id] = e
+			r.elements.put(id, e)
 			continue
 		}
 		rest[id] = h
@@ -44,7 +44,7 @@ func (r *Ruleset) Bind(v *View) {
 // hash returns the value hash of the element the kernel holds under id.
 func (v *View) hash(id string) (uint64, bool) {
 	if v.bound != nil {
-		if e, held := v.bound.elements[id]; held {
+		if e, held := v.bound.elements.get(id); held {
 			return e.kernel, e.inKernel()
 		}
 	}
@@ -55,9 +55,9 @@ func (v *View) hash(id string) (uint64, bool) {
 // setHash records that the kernel holds id with value hash h.
 func (v *View) setHash(id string, h uint64) {
 	if v.bound != nil {
-		if e, held := v.bound.elements[id]; held {
+		if e, held := v.bound.elements.get(id); held {
 			e.setKernel(h)
-			v.bound.elements[id] = e
+			v.bound.elements.put(id, e)
 			return
 		}
 	}
@@ -67,9 +67,9 @@ func (v *View) setHash(id string, h uint64) {
 // deleteHash records that the kernel no longer holds id.
 func (v *View) deleteHash(id string) {
 	if v.bound != nil {
-		if e, held := v.bound.elements[id]; held && e.inKernel() {
+		if e, held := v.bound.elements.get(id); held && e.inKernel() {
 			e.clearKernel()
-			v.bound.elements[id] = e
+			v.bound.elements.put(id, e)
 		}
 	}
 	delete(v.Elements, id)

@@ -90,7 +90,7 @@ func FuzzBoundView(f *testing.F) {
 		// Once everything is committed, the bound view's own map holds nothing the
 		// ruleset holds.
 		for id := range vb.Elements {
-			if _, held := bound.elements[id]; held {
+			if bound.elements.has(id) {
 				t.Fatalf("bound view's map keeps %q, which the ruleset holds", id)
 			}
 		}
@@ -104,7 +104,7 @@ func boundHashes(v *View) []string {
 		out = append(out, fmt.Sprintf("%q=%x", id, h))
 	}
 	if v.bound != nil {
-		for id, e := range v.bound.elements {
+		for id, e := range v.bound.elements.all() {
 			if e.inKernel() {
 				out = append(out, fmt.Sprintf("%q=%x", id, e.kernel))
 			}

@@ -69,7 +69,7 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 	for i := range uniq {
 		id := spans[i].id
 		if more := r.contested[id]; len(more) > 0 {
-			if cs := r.entryConflicts(id, r.elements[id], owner, more); len(cs) > 0 {
+			if cs := r.entryConflicts(id, r.elements.getOrZero(id), owner, more); len(cs) > 0 {
 				conflicts = append(conflicts, cs...)
 				r.touch(id)
 			}
@@ -89,12 +89,12 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 // the owner's previous arena alive.
 func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 	owner, id := r.ownerNames[ref], at.id
-	entry, ok := r.elements[id]
+	entry, ok := r.elements.get(id)
 	switch {
 	case !ok:
 		entry = elementEntry{owner: ref, at: at.off}
 		r.takeHash(id, &entry)
-		r.elements[id] = entry
+		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 		r.countElement(e.Set, 1)
 		if mark {
@@ -106,13 +106,13 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 			r.markElem(owner, id)
 		}
 		entry.setOff(at.off)
-		r.elements[id] = entry
+		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 	case owner < r.ownerNames[entry.owner]:
 		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
 		entry.owner = ref
 		entry.setOff(at.off)
-		r.elements[id] = entry
+		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
 		if !elementsEqual(prev.Element, e) {
@@ -129,7 +129,7 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 // dropHolder removes owner's version of the element id; the next owner's value takes
 // effect, or the element goes when nobody else adds it.
 func (r *Ruleset) dropHolder(ref ownerRef, id string) {
-	entry, ok := r.elements[id]
+	entry, ok := r.elements.get(id)
 	if !ok {
 		return
 	}
@@ -142,7 +142,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	}
 	if len(more) == 0 {
 		r.leaveHash(id, entry)
-		delete(r.elements, id)
+		r.elements.del(id)
 		delete(r.undeclared, id)
 		r.countElement(setOfID(id), -1)
 		r.markElem(owner, id)
@@ -158,7 +158,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	}
 	entry.owner = next
 	entry.setOff(off)
-	r.elements[nextID] = entry
+	r.elements.put(nextID, entry)
 	if _, declared := r.Sets[more[0].Set]; !declared {
 		r.undeclared[id] = &more[0].Element
 	}
@@ -229,7 +229,7 @@ func (r *Ruleset) TakeConflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.touched) {
 		if more := r.contested[id]; len(more) > 0 {
-			entry := r.elements[id]
+			entry := r.elements.getOrZero(id)
 			out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], more)...)
 		}
 	}
@@ -243,7 +243,7 @@ func (r *Ruleset) TakeConflicts() []ElementConflict {
 func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {
-		entry := r.elements[id]
+		entry := r.elements.getOrZero(id)
 		out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], r.contested[id])...)
 	}
 	return out

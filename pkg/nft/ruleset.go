@@ -17,10 +17,10 @@ type Ruleset struct {
 	Sets   map[string]*Set
 	Chains map[string]*Chain
 
-	elements  map[string]elementEntry // by Element.ID
-	setCounts map[string]int          // elements per set
-	onDemand  map[string]bool         // sets that exist only while needed (ondemand.go)
-	chainRefs map[string]int          // of shared chains
+	elements  elementTable    // by Element.ID
+	setCounts map[string]int  // elements per set
+	onDemand  map[string]bool // sets that exist only while needed (ondemand.go)
+	chainRefs map[string]int  // of shared chains
 	owners    map[string]owned
 	// ownerRefs, ownerNames and freeRefs number the owners of element entries
 	// (see ownerRef).
@@ -221,7 +221,6 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		Family: family, Table: table,
 		Sets:      map[string]*Set{},
 		Chains:    map[string]*Chain{},
-		elements:  map[string]elementEntry{},
 		setCounts: map[string]int{},
 		onDemand:  map[string]bool{},
 		chainRefs: map[string]int{},
@@ -289,8 +288,8 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 // Elements returns all elements, sorted by ID (by set, in the order the process
 // first saw the set names, then by key).
 func (r *Ruleset) Elements() []Element {
-	out := make([]Element, 0, len(r.elements))
-	for id, e := range r.elements {
+	out := make([]Element, 0, r.elements.len())
+	for id, e := range r.elements.all() {
 		out = append(out, r.elementOf(id, e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
@@ -298,11 +297,11 @@ func (r *Ruleset) Elements() []Element {
 }
 
 // ElementCount is how many elements the ruleset holds.
-func (r *Ruleset) ElementCount() int { return len(r.elements) }
+func (r *Ruleset) ElementCount() int { return r.elements.len() }
 
 // Element returns the element with the given ID.
 func (r *Ruleset) Element(id string) (Element, bool) {
-	e, ok := r.elements[id]
+	e, ok := r.elements.get(id)
 	if !ok {
 		return Element{}, false
 	}
@@ -365,9 +364,7 @@ func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
 // n elements: a cold start's map otherwise grows by doubling, each time rehashing
 // every element so far (~7% of the 30k cold sync's allocations).
 func (r *Ruleset) ReserveElements(n int) {
-	if len(r.elements) == 0 && n > 0 {
-		r.elements = make(map[string]elementEntry, n)
-	}
+	r.elements.reserve(n)
 }
 
 // MarkAllDirty makes the next plan compare everything (full resync), attributing each
@@ -391,7 +388,7 @@ func (r *Ruleset) MarkAllDirty(v *View) {
 	// An element has an entry while some owner holds it: no second set of the
 	// hundreds of thousands of IDs is needed to find the kernel's unowned ones.
 	for id := range v.Elements {
-		if _, held := r.elements[id]; !held {
+		if !r.elements.has(id) {
 			r.markElem(staleOwner, id)
 		}
 	}

@@ -116,7 +116,7 @@ func plan(desired *Ruleset, v *View, owners []string) *Tx {
 		tx.changed[chainOwner[name]] = true
 	}
 	for _, id := range sortedKeys(elemOwner) {
-		entry, wanted := desired.elements[id]
+		entry, wanted := desired.elements.get(id)
 		var want Element
 		if wanted {
 			want = desired.elementOf(id, entry)

@@ -112,7 +112,7 @@ func (v *View) Commit(tx *Tx) {
 			}
 		}
 		if v.bound != nil {
-			for id, e := range v.bound.elements {
+			for id, e := range v.bound.elements.all() {
 				if e.inKernel() && strings.HasPrefix(id, prefix) {
 					v.deleteHash(id)
 				}
