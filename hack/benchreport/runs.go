@@ -55,7 +55,9 @@ type sideRun struct {
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
 	Load      float64 `json:"loadavg"`
 	ChangeP50 float64 `json:"change_p50_s"`
+	ChangeP99 float64 `json:"change_p99_s"`
 	ChangeMax float64 `json:"change_max_s"`
+	WriteP50  float64 `json:"write_p50_s"` // the Update's own return, part of every change
 	Changes   int     `json:"changes"`
 	RSSMiB    float64 `json:"rss_mib"`
 	HWMMiB    float64 `json:"hwm_mib"`

@@ -69,7 +69,7 @@ func printSide(w io.Writer, shape string, ss []sideRun) {
 	if len(ss) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| "+servicesColumn(shape)+" | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / max (n) | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
+	fmt.Fprintln(w, "| "+servicesColumn(shape)+" | proxy | cold sync, start to every ClusterIP answering (CPU used) | one change, write to answer p50 / p99 / max (n); the write returned p50 | RSS after cold sync | peak RSS (VmHWM) | RSS / peak after the changes | load avg |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	var notes []string
 	for _, s := range ss {
@@ -77,8 +77,8 @@ func printSide(w io.Writer, shape string, ss []sideRun) {
 			notes = append(notes, fmt.Sprintf("%s at %d not run: %s", s.Proxy, s.Services, s.Skipped))
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %s | %s (%s) | %s / %s (%d) | %s | %s | %s / %s | %.0f |\n", s.Services, s.Proxy, sec(s.ColdSecs), sec(s.ColdCPU),
-			ms(s.ChangeP50), ms(s.ChangeMax), s.Changes, mib(s.RSSMiB), mib(s.HWMMiB), mib(s.EndRSSMiB), mib(s.EndHWMMiB), s.Load)
+		fmt.Fprintf(w, "| %d | %s | %s (%s) | %s / %s / %s (%d); %s | %s | %s | %s / %s | %.0f |\n", s.Services, s.Proxy, sec(s.ColdSecs), sec(s.ColdCPU),
+			ms(s.ChangeP50), ms(s.ChangeP99), ms(s.ChangeMax), s.Changes, ms(s.WriteP50), mib(s.RSSMiB), mib(s.HWMMiB), mib(s.EndRSSMiB), mib(s.EndHWMMiB), s.Load)
 	}
 	fmt.Fprintln(w)
 	for _, s := range bySize(ss, svcproxy) {
