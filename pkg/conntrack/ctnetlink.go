@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // ctnetlink message types and attributes (linux/netfilter/nfnetlink_conntrack.h).
@@ -53,10 +55,6 @@ func ctMsgType(op uint16) netlink.HeaderType {
 	return netlink.HeaderType(nfnlSubsysCtnetlink<<8 | op)
 }
 
-// nfgenmsg is the netfilter header that starts every ctnetlink message: family,
-// version 0, resource id 0.
-func nfgenmsg(family uint8) []byte { return []byte{family, 0, 0, 0} }
-
 // dumpRequest asks for the entries of one address family and protocol, only those
 // that never saw a reply when unanswered is set. The kernel filters (CTA_FILTER,
 // Linux 5.8+; status, 6.1+), so a node's many TCP entries never cross netlink;
@@ -85,7 +83,7 @@ func dumpRequest(family, proto uint8, unanswered bool) (netlink.Message, error) 
 	}
 	return netlink.Message{
 		Header: netlink.Header{Type: ctMsgType(ctMsgGet), Flags: netlink.Request | netlink.Dump},
-		Data:   append(nfgenmsg(family), attrs...),
+		Data:   append(nlkit.NfGenMsg(family), attrs...),
 	}, nil
 }
 
@@ -98,38 +96,38 @@ func decodeEntry(b []byte) (Entry, error) {
 	}
 	e := Entry{Family: b[0]}
 	var orig, reply bool
-	a := attrs{b: b[4:]}
-	for a.next() {
+	a := attrsOf(b[4:])
+	for a.Next() {
 		var err error
-		switch a.typ {
+		switch a.Type {
 		case ctaTupleOrig:
 			orig = true
-			e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.val)
+			e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.Val)
 		case ctaTupleReply:
 			reply = true
-			e.ReplySrc, _, _, err = decodeTuple(a.val)
+			e.ReplySrc, _, _, err = decodeTuple(a.Val)
 		case ctaID:
-			if len(a.val) != 4 {
+			if len(a.Val) != 4 {
 				return Entry{}, errBadAttr
 			}
-			e.ID, e.HasID = binary.BigEndian.Uint32(a.val), true
+			e.ID, e.HasID = binary.BigEndian.Uint32(a.Val), true
 		case ctaStatus:
-			if len(a.val) != 4 {
+			if len(a.Val) != 4 {
 				return Entry{}, errBadAttr
 			}
-			e.Status = binary.BigEndian.Uint32(a.val)
+			e.Status = binary.BigEndian.Uint32(a.Val)
 		case ctaZone:
-			if len(a.val) != 2 {
+			if len(a.Val) != 2 {
 				return Entry{}, errBadAttr
 			}
-			e.Zone = binary.BigEndian.Uint16(a.val)
+			e.Zone = binary.BigEndian.Uint16(a.Val)
 		}
 		if err != nil {
 			return Entry{}, err
 		}
 	}
-	if a.err != nil {
-		return Entry{}, a.err
+	if err := check(&a); err != nil {
+		return Entry{}, err
 	}
 	if !orig || !reply {
 		return Entry{}, errNoTuple
@@ -151,46 +149,46 @@ var (
 func decodeTuple(b []byte) (src, dst netip.AddrPort, proto uint8, err error) {
 	var srcIP, dstIP netip.Addr
 	var sport, dport uint16
-	a := attrs{b: b}
-	for a.next() {
-		switch a.typ {
+	a := attrsOf(b)
+	for a.Next() {
+		switch a.Type {
 		case ctaTupleIP:
-			ip := attrs{b: a.val}
-			for ip.next() {
-				switch ip.typ {
+			ip := attrsOf(a.Val)
+			for ip.Next() {
+				switch ip.Type {
 				case ctaIPv4Src, ctaIPv6Src:
-					srcIP, err = addrOf(ip.val, ip.typ == ctaIPv6Src)
+					srcIP, err = addrOf(ip.Val, ip.Type == ctaIPv6Src)
 				case ctaIPv4Dst, ctaIPv6Dst:
-					dstIP, err = addrOf(ip.val, ip.typ == ctaIPv6Dst)
+					dstIP, err = addrOf(ip.Val, ip.Type == ctaIPv6Dst)
 				}
 				if err != nil {
 					return src, dst, 0, err
 				}
 			}
-			if ip.err != nil {
-				return src, dst, 0, ip.err
+			if err := check(&ip); err != nil {
+				return src, dst, 0, err
 			}
 		case ctaTupleProto:
-			p := attrs{b: a.val}
-			for p.next() {
+			p := attrsOf(a.Val)
+			for p.Next() {
 				switch {
-				case p.typ == ctaProtoNum && len(p.val) == 1:
-					proto = p.val[0]
-				case p.typ == ctaProtoSrcPort && len(p.val) == 2:
-					sport = binary.BigEndian.Uint16(p.val)
-				case p.typ == ctaProtoDstPort && len(p.val) == 2:
-					dport = binary.BigEndian.Uint16(p.val)
-				case p.typ == ctaProtoNum, p.typ == ctaProtoSrcPort, p.typ == ctaProtoDstPort:
+				case p.Type == ctaProtoNum && len(p.Val) == 1:
+					proto = p.Val[0]
+				case p.Type == ctaProtoSrcPort && len(p.Val) == 2:
+					sport = binary.BigEndian.Uint16(p.Val)
+				case p.Type == ctaProtoDstPort && len(p.Val) == 2:
+					dport = binary.BigEndian.Uint16(p.Val)
+				case p.Type == ctaProtoNum, p.Type == ctaProtoSrcPort, p.Type == ctaProtoDstPort:
 					return src, dst, 0, errBadAttr
 				}
 			}
-			if p.err != nil {
-				return src, dst, 0, p.err
+			if err := check(&p); err != nil {
+				return src, dst, 0, err
 			}
 		}
 	}
-	if a.err != nil {
-		return src, dst, 0, a.err
+	if err := check(&a); err != nil {
+		return src, dst, 0, err
 	}
 	if !srcIP.IsValid() || !dstIP.IsValid() {
 		return src, dst, 0, errNoAddr
@@ -208,31 +206,15 @@ func addrOf(b []byte, v6 bool) (netip.Addr, error) {
 	return netip.Addr{}, errBadAttr
 }
 
-// attrs walks netlink attributes (header in host byte order, payload padded to 4
-// bytes) without allocating; it stops at the first one that runs past the end.
-type attrs struct {
-	b   []byte
-	typ uint16
-	val []byte
-	err error
-}
+// attrsOf walks netlink attributes without allocating (nlkit.Attrs); check
+// reports its error as this package's.
+func attrsOf(b []byte) nlkit.Attrs { return nlkit.Attrs{B: b} }
 
-func (a *attrs) next() bool {
-	if len(a.b) < 4 {
-		if len(a.b) != 0 {
-			a.err = errTruncated
-		}
-		return false
+func check(a *nlkit.Attrs) error {
+	if a.Err != nil {
+		return errTruncated
 	}
-	n := int(binary.NativeEndian.Uint16(a.b[0:2]))
-	if n < 4 || n > len(a.b) {
-		a.err = errTruncated
-		return false
-	}
-	a.typ = binary.NativeEndian.Uint16(a.b[2:4]) &^ (netlink.Nested | netlink.NetByteOrder)
-	a.val = a.b[4:n]
-	a.b = a.b[min((n+3)&^3, len(a.b)):]
-	return true
+	return nil
 }
 
 // appendDelete appends to b one netlink message that deletes exactly the entry e:
@@ -250,68 +232,38 @@ func appendDelete(b []byte, e Entry) ([]byte, error) {
 	default:
 		return b, fmt.Errorf("delete conntrack entry %v -> %v: protocol %d has no ports", e.OrigSrc, e.OrigDst, e.Proto)
 	}
-	ne := binary.NativeEndian
-	msg := len(b)
-	b = ne.AppendUint32(b, 0) // nlmsg_len, set at the end
-	b = ne.AppendUint16(b, uint16(ctMsgType(ctMsgDelete)))
-	b = ne.AppendUint16(b, uint16(netlink.Request))
-	b = ne.AppendUint32(b, 0) // seq
-	b = ne.AppendUint32(b, 0) // pid: the kernel
+	b, msg := nlkit.AppendHeader(b, ctMsgType(ctMsgDelete), netlink.Request, 0, 0) // seq 0, pid 0: the kernel
 	family := uint8(unix.AF_INET)
 	if src.Is6() {
 		family = unix.AF_INET6
 	}
-	b = append(b, nfgenmsg(family)...)
+	b = append(b, nlkit.NfGenMsg(family)...)
 
-	orig := len(b)
-	b = attrStart(b, ctaTupleOrig|netlink.Nested)
-	ip := len(b)
-	b = attrStart(b, ctaTupleIP|netlink.Nested)
+	b, orig := nlkit.BeginNested(b, ctaTupleOrig|netlink.Nested)
+	b, ip := nlkit.BeginNested(b, ctaTupleIP|netlink.Nested)
 	if family == unix.AF_INET {
 		s4, d4 := src.As4(), dst.As4()
-		b = appendAttr(b, ctaIPv4Src, s4[:])
-		b = appendAttr(b, ctaIPv4Dst, d4[:])
+		b = nlkit.AppendAttr(b, ctaIPv4Src, s4[:])
+		b = nlkit.AppendAttr(b, ctaIPv4Dst, d4[:])
 	} else {
 		s16, d16 := src.As16(), dst.As16()
-		b = appendAttr(b, ctaIPv6Src, s16[:])
-		b = appendAttr(b, ctaIPv6Dst, d16[:])
+		b = nlkit.AppendAttr(b, ctaIPv6Src, s16[:])
+		b = nlkit.AppendAttr(b, ctaIPv6Dst, d16[:])
 	}
-	attrEnd(b, ip)
-	proto := len(b)
-	b = attrStart(b, ctaTupleProto|netlink.Nested)
-	b = appendAttr(b, ctaProtoNum, []byte{e.Proto})
-	b = appendAttr(b, ctaProtoSrcPort, binary.BigEndian.AppendUint16(nil, e.OrigSrc.Port()))
-	b = appendAttr(b, ctaProtoDstPort, binary.BigEndian.AppendUint16(nil, e.OrigDst.Port()))
-	attrEnd(b, proto)
-	attrEnd(b, orig)
+	nlkit.EndNested(b, ip)
+	b, proto := nlkit.BeginNested(b, ctaTupleProto|netlink.Nested)
+	b = nlkit.AppendAttr(b, ctaProtoNum, []byte{e.Proto})
+	b = nlkit.AppendAttr(b, ctaProtoSrcPort, binary.BigEndian.AppendUint16(nil, e.OrigSrc.Port()))
+	b = nlkit.AppendAttr(b, ctaProtoDstPort, binary.BigEndian.AppendUint16(nil, e.OrigDst.Port()))
+	nlkit.EndNested(b, proto)
+	nlkit.EndNested(b, orig)
 
 	if e.Zone != 0 {
-		b = appendAttr(b, ctaZone, binary.BigEndian.AppendUint16(nil, e.Zone))
+		b = nlkit.AppendAttr(b, ctaZone, binary.BigEndian.AppendUint16(nil, e.Zone))
 	}
 	if e.HasID {
-		b = appendAttr(b, ctaID, binary.BigEndian.AppendUint32(nil, e.ID))
+		b = nlkit.AppendAttr(b, ctaID, binary.BigEndian.AppendUint32(nil, e.ID))
 	}
-	ne.PutUint32(b[msg:], uint32(len(b)-msg))
+	nlkit.SetLength(b, msg)
 	return b, nil
-}
-
-// attrStart opens a nested attribute; attrEnd writes its length once its children
-// (each padded to 4 bytes) are in.
-func attrStart(b []byte, typ uint16) []byte {
-	return binary.NativeEndian.AppendUint16(binary.NativeEndian.AppendUint16(b, 0), typ)
-}
-
-func attrEnd(b []byte, start int) {
-	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
-}
-
-// appendAttr appends one attribute, padded to 4 bytes.
-func appendAttr(b []byte, typ uint16, v []byte) []byte {
-	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(v)))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, v...)
-	for pad := (4 - len(v)%4) % 4; pad > 0; pad-- {
-		b = append(b, 0)
-	}
-	return b
 }

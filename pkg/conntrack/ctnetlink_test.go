@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // dumpMessage encodes an entry as the kernel sends it in a dump (the attributes the
@@ -56,7 +58,7 @@ func dumpMessage(t testing.TB, proto uint8, origSrc, origDst, replySrc, replyDst
 	if origSrc.Addr().Is6() {
 		family = unix.AF_INET6
 	}
-	return append(nfgenmsg(family), b...)
+	return append(nlkit.NfGenMsg(family), b...)
 }
 
 func TestDecodeEntry(t *testing.T) {
@@ -134,7 +136,7 @@ func TestDecodeEntryRejectsGarbage(t *testing.T) {
 	if _, err := decodeEntry(good[:3]); err == nil {
 		t.Fatal("3 bytes decoded")
 	}
-	if _, err := decodeEntry(nfgenmsg(unix.AF_INET)); err == nil {
+	if _, err := decodeEntry(nlkit.NfGenMsg(unix.AF_INET)); err == nil {
 		t.Fatal("an entry without tuples decoded")
 	}
 }
@@ -160,24 +162,24 @@ func FuzzDecodeEntry(f *testing.F) {
 func decodeDelete(t *testing.T, b []byte) Entry {
 	t.Helper()
 	e := Entry{Family: b[0]}
-	a := attrs{b: b[4:]}
-	for a.next() {
-		switch a.typ {
+	a := attrsOf(b[4:])
+	for a.Next() {
+		switch a.Type {
 		case ctaTupleOrig:
 			var err error
-			if e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.val); err != nil {
+			if e.OrigSrc, e.OrigDst, e.Proto, err = decodeTuple(a.Val); err != nil {
 				t.Fatal(err)
 			}
 		case ctaID:
-			e.ID, e.HasID = binary.BigEndian.Uint32(a.val), true
+			e.ID, e.HasID = binary.BigEndian.Uint32(a.Val), true
 		case ctaZone:
-			e.Zone = binary.BigEndian.Uint16(a.val)
+			e.Zone = binary.BigEndian.Uint16(a.Val)
 		default:
-			t.Fatalf("delete carries attribute %d", a.typ)
+			t.Fatalf("delete carries attribute %d", a.Type)
 		}
 	}
-	if a.err != nil {
-		t.Fatal(a.err)
+	if a.Err != nil {
+		t.Fatal(a.Err)
 	}
 	return e
 }

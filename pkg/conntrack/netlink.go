@@ -1,13 +1,13 @@
 package conntrack
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // deleteBatch is how many deletes go to the kernel in one sendmsg; their error
@@ -41,58 +41,21 @@ func (c *Cleaner) scan(family, proto uint8, unanswered bool, fn func(Entry)) (sk
 	if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
 		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	sent, err := c.ct.Send(req)
-	if err != nil {
-		return 0, fmt.Errorf("conntrack dump: %w", err)
-	}
-	rc, err := c.ct.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("conntrack dump: %w", err)
-	}
-	buf := c.readBuffer()
-	done := false
-	var derr error
-	for !done && derr == nil {
-		var n int
-		var rerr error
-		if err := rc.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			return rerr != unix.EAGAIN && rerr != unix.EWOULDBLOCK && rerr != unix.EINTR
-		}); err != nil {
-			return skipped, fmt.Errorf("conntrack dump: %w", err) // the deadline
+	err = nlkit.DumpEach(c.ct, req, c.readBuffer(), func(m nlkit.Message) {
+		if m.Type != uint16(ctMsgType(0)) { // IPCTNL_MSG_CT_NEW: one entry
+			return
 		}
-		if rerr != nil {
-			return skipped, fmt.Errorf("conntrack dump: %w", rerr)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		e, err := decodeEntry(m.Data)
 		if err != nil {
-			return skipped, fmt.Errorf("conntrack dump: %w", err)
+			skipped++
+			return
 		}
-		for _, m := range msgs {
-			if m.Header.Seq != sent.Header.Sequence {
-				continue // a late reply to something else
-			}
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				done = true
-			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if code := int32(binary.NativeEndian.Uint32(m.Data)); code < 0 {
-						derr = fmt.Errorf("conntrack dump: %w", unix.Errno(-code))
-					}
-				}
-				done = true
-			case uint16(ctMsgType(0)): // IPCTNL_MSG_CT_NEW: one entry
-				e, err := decodeEntry(m.Data)
-				if err != nil {
-					skipped++
-					continue
-				}
-				fn(e)
-			}
-		}
+		fn(e)
+	})
+	if err != nil {
+		return skipped, fmt.Errorf("conntrack dump: %w", err)
 	}
-	return skipped, derr
+	return skipped, nil
 }
 
 // delete deletes entries, deleteBatch per sendmsg, and returns how many the kernel
@@ -147,18 +110,7 @@ func (c *Cleaner) send(b []byte) error {
 	if err := c.ct.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
 		return err
 	}
-	rc, err := c.ct.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		return serr != unix.EAGAIN && serr != unix.EWOULDBLOCK && serr != unix.EINTR
-	}); err != nil {
-		return err
-	}
-	return serr
+	return nlkit.Send(c.ct, b)
 }
 
 // readBuffer is the cleaner's one buffer for replies: a dump datagram is at most
@@ -173,51 +125,9 @@ func (c *Cleaner) readBuffer() []byte {
 // drainErrors reads, without waiting, every reply queued on the socket and counts
 // the netlink errors by errno.
 func (c *Cleaner) drainErrors() (map[unix.Errno]int, error) {
-	rc, err := c.ct.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
 	failed := map[unix.Errno]int{}
-	var rerr error
-	buf := c.readBuffer()
-	err = rc.Read(func(fd uintptr) bool {
-		for {
-			n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			if err == unix.EAGAIN || err == unix.EWOULDBLOCK {
-				return true
-			}
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				rerr = fmt.Errorf("read replies: %w", err) // ENOBUFS: replies were lost
-				return true
-			}
-			if err := countErrors(buf[:n], failed); err != nil {
-				rerr = err
-				return true
-			}
-		}
-	})
-	if err != nil {
+	if err := nlkit.Drain(c.ct, c.readBuffer(), nlkit.CountErrors(failed)); err != nil {
 		return nil, err
 	}
-	return failed, rerr
-}
-
-// countErrors adds the errno of every NLMSG_ERROR in one datagram to failed.
-func countErrors(b []byte, failed map[unix.Errno]int) error {
-	msgs, err := syscall.ParseNetlinkMessage(b)
-	if err != nil {
-		return fmt.Errorf("parse replies: %w", err)
-	}
-	for _, m := range msgs {
-		if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
-			continue
-		}
-		if code := int32(binary.NativeEndian.Uint32(m.Data)); code < 0 {
-			failed[unix.Errno(-code)]++
-		}
-	}
-	return nil
+	return failed, nil
 }

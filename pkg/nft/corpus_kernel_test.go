@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // TestGenerateFuzzCorpus captures real kernel dump messages (sets, elements, chains,
@@ -55,7 +55,7 @@ func capture(t *testing.T, ns *netnstest.NS, family Family, prefix string) {
 	}
 	defer conn.Close()
 	dump := func(typ int, attrs ...netlink.Attribute) [][]byte {
-		msgs, err := dumpOn(conn, typ, family, attrs)
+		msgs, err := nlkit.Dump(conn, typ, uint8(family), attrs)
 		if err != nil {
 			t.Fatalf("dump %d: %v", typ, err)
 		}
@@ -101,7 +101,7 @@ func capture(t *testing.T, ns *netnstest.NS, family Family, prefix string) {
 }
 
 func ruleUserDataOf(msg []byte) []byte {
-	ad, err := nlattr.Msg(msg)
+	ad, err := nlkit.Msg(msg)
 	if err != nil {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // nft loads "ct original ip daddr" with NFT_CT_DST_IP and a direction ("ct original
@@ -23,11 +23,11 @@ func withCtIPKeys(msgs []netlink.Message, family Family) {
 		if int(m.Header.Type)&0xff != unix.NFT_MSG_NEWRULE || len(m.Data) < 4 {
 			continue
 		}
-		_ = walkAttrs(m.Data[4:], func(t uint16, _ int, list []byte) {
+		_ = nlkit.WalkAttrs(m.Data[4:], func(t uint16, _ int, list []byte) {
 			if t != unix.NFTA_RULE_EXPRESSIONS {
 				return
 			}
-			_ = walkAttrs(list, func(t uint16, _ int, elem []byte) {
+			_ = nlkit.WalkAttrs(list, func(t uint16, _ int, elem []byte) {
 				if t == unix.NFTA_LIST_ELEM {
 					patchCtKey(elem, key)
 				}
@@ -41,10 +41,10 @@ func withCtIPKeys(msgs []netlink.Message, family Family) {
 func patchCtKey(elem []byte, key uint32) {
 	var name string
 	var data []byte
-	_ = walkAttrs(elem, func(t uint16, _ int, v []byte) {
+	_ = nlkit.WalkAttrs(elem, func(t uint16, _ int, v []byte) {
 		switch t {
 		case unix.NFTA_EXPR_NAME:
-			name = nlattr.CString(v)
+			name = nlkit.CString(v)
 		case unix.NFTA_EXPR_DATA:
 			data = v
 		}
@@ -52,7 +52,7 @@ func patchCtKey(elem []byte, key uint32) {
 	if name != "ct" {
 		return
 	}
-	_ = walkAttrs(data, func(t uint16, _ int, v []byte) {
+	_ = nlkit.WalkAttrs(data, func(t uint16, _ int, v []byte) {
 		if t == unix.NFTA_CT_KEY && len(v) == 4 && binary.BigEndian.Uint32(v) == unix.NFT_CT_DST {
 			binary.BigEndian.PutUint32(v, key)
 		}

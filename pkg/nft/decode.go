@@ -11,7 +11,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // The decoders below turn the kernel's dump messages (the nfgenmsg header and its
@@ -81,7 +81,7 @@ const foreignRuleHash uint64 = 0
 // copy user data onto another rule. Expressions that cannot be decoded give
 // foreignExprsDigest, never an error: the rule is drift to rewrite.
 func decodeRule(data []byte) (table, chain string, hash, exprs uint64, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", "", 0, 0, err
 	}
@@ -90,9 +90,9 @@ func decodeRule(data []byte) (table, chain string, hash, exprs uint64, err error
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
-			table = nlattr.CString(ad.Bytes()) // C semantics, as the kernel reads it: an embedded NUL ends the name
+			table = nlkit.CString(ad.Bytes()) // C semantics, as the kernel reads it: an embedded NUL ends the name
 		case unix.NFTA_RULE_CHAIN:
-			chain = nlattr.CString(ad.Bytes())
+			chain = nlkit.CString(ad.Bytes())
 		case unix.NFTA_RULE_USERDATA:
 			hash, _ = ruleHashOf(ad.Bytes())
 		case unix.NFTA_RULE_EXPRESSIONS:
@@ -112,7 +112,7 @@ func decodeRule(data []byte) (table, chain string, hash, exprs uint64, err error
 
 // decodeChain returns the table, name and view of an NFT_MSG_NEWCHAIN message.
 func decodeChain(data []byte) (table, name string, cv ChainView, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", "", ChainView{}, err
 	}
@@ -121,11 +121,11 @@ func decodeChain(data []byte) (table, name string, cv ChainView, err error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_CHAIN_TABLE:
-			table = nlattr.CString(ad.Bytes())
+			table = nlkit.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_NAME:
-			name = nlattr.CString(ad.Bytes())
+			name = nlkit.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_TYPE:
-			typ = nlattr.CString(ad.Bytes())
+			typ = nlkit.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_POLICY:
 			if p := ad.Uint32(); p != nfAccept {
 				cv.Policy = fmt.Sprintf("policy(%d)", p)
@@ -176,7 +176,7 @@ func hookName(h nftables.ChainHook) string {
 // no desired set, so the plan deletes it or, if its name is one of ours, the table is
 // recreated. anonymous reports a set bound to a rule (it lives and dies with the rule).
 func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", nil, false, err
 	}
@@ -195,9 +195,9 @@ func decodeSet(data []byte) (table string, s *Set, anonymous bool, err error) {
 		case unix.NFTA_SET_OBJ_TYPE:
 			unwritten = append(unwritten, "an object type")
 		case unix.NFTA_SET_TABLE:
-			table = nlattr.CString(ad.Bytes())
+			table = nlkit.CString(ad.Bytes())
 		case unix.NFTA_SET_NAME:
-			s.Name = nlattr.CString(ad.Bytes())
+			s.Name = nlkit.CString(ad.Bytes())
 		case unix.NFTA_SET_FLAGS:
 			flags = ad.Uint32()
 		case unix.NFTA_SET_KEY_TYPE:
@@ -303,16 +303,16 @@ func valueLen(ts []DataType) int {
 // does not fit s (a catch-all element, a key or value of another length) makes the
 // whole set foreign (errForeign): svcproxy cannot name it to delete it.
 func decodeElements(s *Set, data []byte) (table, set string, out []Element, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", "", nil, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_SET_ELEM_LIST_TABLE:
-			table = nlattr.CString(ad.Bytes())
+			table = nlkit.CString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_SET:
-			set = nlattr.CString(ad.Bytes())
+			set = nlkit.CString(ad.Bytes())
 		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
 			ad.Nested(func(nd *netlink.AttributeDecoder) error {
 				for nd.Next() {
@@ -336,7 +336,7 @@ func decodeElements(s *Set, data []byte) (table, set string, out []Element, err 
 }
 
 func decodeElement(s *Set, b []byte) (Element, error) {
-	ad, err := nlattr.Nested(b)
+	ad, err := nlkit.Nested(b)
 	if err != nil {
 		return Element{}, err
 	}
@@ -404,7 +404,7 @@ func decodeElement(s *Set, b []byte) (Element, error) {
 
 // dataValue returns the NFTA_DATA_VALUE inside an NFTA_SET_ELEM_KEY (nil if absent).
 func dataValue(b []byte) []byte {
-	ad, err := nlattr.Nested(b)
+	ad, err := nlkit.Nested(b)
 	if err != nil {
 		return nil
 	}
@@ -423,7 +423,7 @@ func dataValue(b []byte) []byte {
 // decodeData returns an element's value: bytes (NFTA_DATA_VALUE) or a verdict
 // (NFTA_DATA_VERDICT).
 func decodeData(b []byte) ([]byte, *Verdict, error) {
-	ad, err := nlattr.Nested(b)
+	ad, err := nlkit.Nested(b)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // Element messages are encoded here, straight from the elements, into one
@@ -72,97 +74,79 @@ func appendElementMessages(msgs []netlink.Message, family Family, table string, 
 // elementMessage is the body of one element message: the nfgenmsg header, then
 // the set's name, its (zero) ID, the table and the list of elems[idx].
 func elementMessage(family Family, table, set string, elems []Element, idx []int32) []byte {
-	size := 4 + attrLen(len(set)+1) + attrLen(4) + attrLen(len(table)+1) + 4
+	size := 4 + nlkit.AttrLen(len(set)+1) + nlkit.AttrLen(4) + nlkit.AttrLen(len(table)+1) + 4
 	for _, i := range idx {
 		size += elementLen(&elems[i])
 	}
 	b := make([]byte, 0, size)
-	b = append(b, byte(family), unix.NFNETLINK_V0, 0, 0)
-	b = appendStringAttr(b, attrElemListSet, set)
-	b = appendAttr(b, attrElemListSetID, []byte{0, 0, 0, 0})
-	b = appendStringAttr(b, attrElemListTable, table)
-	list := beginNested(&b, attrElemListElements)
+	b = append(b, nlkit.NfGenMsg(uint8(family))...)
+	b = nlkit.AppendStringAttr(b, attrElemListSet, set)
+	b = nlkit.AppendAttr(b, attrElemListSetID, []byte{0, 0, 0, 0})
+	b = nlkit.AppendStringAttr(b, attrElemListTable, table)
+	b, list := nlkit.BeginNested(b, attrElemListElements)
 	for k, i := range idx {
 		b = appendElement(b, uint16(k+1)|unix.NLA_F_NESTED, &elems[i])
 	}
-	endNested(b, list)
+	nlkit.EndNested(b, list)
 	return b
 }
 
 // appendElement appends e as the list item of type typ.
 func appendElement(b []byte, typ uint16, e *Element) []byte {
-	item := beginNested(&b, typ)
-	key := beginNested(&b, attrElemKey)
+	b, item := nlkit.BeginNested(b, typ)
+	b, key := nlkit.BeginNested(b, attrElemKey)
 	b = appendDatumsAttr(b, attrDataValue, e.Key)
-	endNested(b, key)
+	nlkit.EndNested(b, key)
 	if ms := e.Timeout.Milliseconds(); e.Timeout != 0 {
-		b = appendAttr(b, attrElemTimeout, binary.BigEndian.AppendUint64(nil, uint64(ms)))
+		b = nlkit.AppendAttr(b, attrElemTimeout, binary.BigEndian.AppendUint64(nil, uint64(ms)))
 	}
 	switch {
 	case e.Verdict != nil:
 		// The code as a 32-bit two's complement: jump and goto are negative.
 		v := e.Verdict.expr()
-		data := beginNested(&b, attrElemData)
-		verdict := beginNested(&b, attrDataVerdict)
-		b = appendAttr(b, attrVerdictCode, binary.BigEndian.AppendUint32(nil, uint32(v.Kind)))
+		var data, verdict int
+		b, data = nlkit.BeginNested(b, attrElemData)
+		b, verdict = nlkit.BeginNested(b, attrDataVerdict)
+		b = nlkit.AppendAttr(b, attrVerdictCode, binary.BigEndian.AppendUint32(nil, uint32(v.Kind)))
 		if v.Chain != "" {
-			b = appendStringAttr(b, attrVerdictChain, v.Chain)
+			b = nlkit.AppendStringAttr(b, attrVerdictChain, v.Chain)
 		}
-		endNested(b, verdict)
-		endNested(b, data)
+		nlkit.EndNested(b, verdict)
+		nlkit.EndNested(b, data)
 	case len(e.Data) > 0:
-		data := beginNested(&b, attrElemData)
+		var data int
+		b, data = nlkit.BeginNested(b, attrElemData)
 		b = appendDatumsAttr(b, attrDataValue, e.Data)
-		endNested(b, data)
+		nlkit.EndNested(b, data)
 	}
 	if c := limitComment(e.Comment); c != "" {
 		start := len(b)
 		b = append(b, 0, 0, 0, 0, udataElemComment, byte(len(c)+1))
 		b = append(b, c...)
 		b = append(b, 0)
-		b = finishAttr(b, start, attrElemUserData)
+		b = nlkit.FinishAttr(b, start, attrElemUserData)
 	}
-	endNested(b, item)
+	nlkit.EndNested(b, item)
 	return b
 }
 
 // elementLen is at least the bytes appendElement writes for e (the message's
 // buffer is allocated once).
 func elementLen(e *Element) int {
-	n := 4 + 4 + attrLen(concatLen(e.Key))
+	n := 4 + 4 + nlkit.AttrLen(concatLen(e.Key))
 	if e.Timeout != 0 {
-		n += attrLen(8)
+		n += nlkit.AttrLen(8)
 	}
 	switch {
 	case e.Verdict != nil:
-		n += 4 + 4 + attrLen(4) + attrLen(len(e.Verdict.Chain)+1)
+		n += 4 + 4 + nlkit.AttrLen(4) + nlkit.AttrLen(len(e.Verdict.Chain)+1)
 	case len(e.Data) > 0:
-		n += 4 + attrLen(concatLen(e.Data))
+		n += 4 + nlkit.AttrLen(concatLen(e.Data))
 	}
 	if e.Comment != "" {
-		n += attrLen(2 + MaxCommentLen + 1)
+		n += nlkit.AttrLen(2 + MaxCommentLen + 1)
 	}
 	return n
-}
-
-// attrLen is the bytes an attribute with n bytes of data takes, padding included.
-func attrLen(n int) int { return (4 + n + 3) &^ 3 }
-
-// appendAttr appends the attribute typ with data, padded to 4 bytes.
-func appendAttr(b []byte, typ uint16, data []byte) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0)
-	b = append(b, data...)
-	return finishAttr(b, start, typ)
-}
-
-// appendStringAttr appends s, NUL-terminated, as the attribute typ.
-func appendStringAttr(b []byte, typ uint16, s string) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0)
-	b = append(b, s...)
-	b = append(b, 0)
-	return finishAttr(b, start, typ)
 }
 
 // appendDatumsAttr appends the concatenation of ds as the attribute typ.
@@ -170,30 +154,5 @@ func appendDatumsAttr(b []byte, typ uint16, ds []Datum) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = appendConcat(b, ds)
-	return finishAttr(b, start, typ)
-}
-
-// finishAttr writes the header of the attribute that starts at start and runs
-// to the end of b, and pads b to 4 bytes.
-func finishAttr(b []byte, start int, typ uint16) []byte {
-	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
-	binary.NativeEndian.PutUint16(b[start+2:], typ)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
-
-// beginNested appends the header of a nested attribute and returns where it
-// starts; endNested writes its length once its contents are appended (they
-// are padded already, so the length is the padded one, as the library's).
-func beginNested(b *[]byte, typ uint16) int {
-	start := len(*b)
-	*b = append(*b, 0, 0, 0, 0)
-	binary.NativeEndian.PutUint16((*b)[start+2:], typ)
-	return start
-}
-
-func endNested(b []byte, start int) {
-	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
+	return nlkit.FinishAttr(b, start, typ)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // libraryElementMessages is what google/nftables encodes for elems, sent the
@@ -93,7 +95,7 @@ func compareElementMessages(t testing.TB, family Family, table string, elems []E
 		t.Fatalf("%d messages, the library's %d", len(got), len(want))
 	}
 	for i := range got {
-		// Length, sequence and port are the sender's (encodeBatch sets them).
+		// Length, sequence and port are the sender's (nlkit.AppendMessages sets them).
 		if g, w := got[i].Header, want[i].Header; g.Type != w.Type || g.Flags != w.Flags {
 			t.Errorf("message %d: type %v flags %v, the library's %v %v", i, g.Type, g.Flags, w.Type, w.Flags)
 		}
@@ -226,7 +228,7 @@ func TestEncodeBatchAsTheNetlinkPackage(t *testing.T) {
 	msgs := framed(appendElementMessages(nil, FamilyIPv4, "t", elems, true))
 	msgs = append(msgs[:1:1], append([]netlink.Message{{Header: netlink.Header{Type: 3, Flags: 1}, Data: []byte{1, 2, 3}}}, msgs[1:]...)...) // one unpadded
 	seq := uint32(41)
-	got := encodeBatch([]byte("prefix"), msgs, &seq)
+	got := nlkit.AppendMessages([]byte("prefix"), msgs, &seq)
 	want := []byte("prefix")
 	for i, m := range msgs {
 		if m.Header.Sequence != uint32(42+i) || m.Header.Length == 0 {

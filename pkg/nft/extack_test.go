@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"syscall"
 	"testing"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
-// ackBytes builds an NLMSG_ERROR datagram as the kernel sends it: a capped ack of
+// ackBytes builds (as internal/nlkit's tests do) an NLMSG_ERROR datagram as the kernel sends it: a capped ack of
 // request seq with extended-ack TLVs.
 func ackBytes(errno syscall.Errno, seq uint32, msg string, offs uint32, flags uint16) []byte {
 	ne := binary.NativeEndian
@@ -20,10 +22,10 @@ func ackBytes(errno syscall.Errno, seq uint32, msg string, offs uint32, flags ui
 		}
 	}
 	if msg != "" {
-		attr(nlmsgerrAttrMsg, append([]byte(msg), 0))
+		attr(1 /* NLMSGERR_ATTR_MSG */, append([]byte(msg), 0))
 	}
 	if offs != 0 {
-		attr(nlmsgerrAttrOffs, ne.AppendUint32(nil, offs))
+		attr(2 /* NLMSGERR_ATTR_OFFS */, ne.AppendUint32(nil, offs))
 	}
 	var payload []byte
 	payload = ne.AppendUint32(payload, uint32(-int32(errno)))
@@ -35,78 +37,28 @@ func ackBytes(errno syscall.Errno, seq uint32, msg string, offs uint32, flags ui
 	payload = ne.AppendUint32(payload, 0)
 	payload = append(payload, tlvs...)
 	var b []byte
-	b = ne.AppendUint32(b, uint32(nlmsgHdrLen+len(payload)))
-	b = ne.AppendUint16(b, nlmsgError)
+	b = ne.AppendUint32(b, uint32(nlkit.HdrLen+len(payload)))
+	b = ne.AppendUint16(b, nlkit.Error)
 	b = ne.AppendUint16(b, flags)
 	b = ne.AppendUint32(b, seq)
 	b = ne.AppendUint32(b, 0)
 	return append(b, payload...)
 }
 
-func TestParseAck(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		want    ackError
-		wantErr bool
-	}{
-		{"ack", ackBytes(0, 7, "", 0, nlmCapped), ackError{Seq: 7}, false},
-		{"error with message and offset", ackBytes(syscall.ERANGE, 9, "Attribute failed policy validation", 48, nlmCapped|nlmAckTLVs),
-			ackError{Errno: syscall.ERANGE, Seq: 9, Msg: "Attribute failed policy validation", Offset: 48, HasOffset: true}, false},
-		{"TLVs present but not flagged are ignored", ackBytes(syscall.ENOENT, 3, "x", 0, nlmCapped),
-			ackError{Errno: syscall.ENOENT, Seq: 3}, false},
-		{"uncapped: the echoed request (longer than the reply) is skipped safely", ackBytes(syscall.ENOENT, 3, "x", 0, nlmAckTLVs),
-			ackError{Errno: syscall.ENOENT, Seq: 3}, false},
-		{"short", ackBytes(0, 1, "", 0, nlmCapped)[:nlmsgHdrLen+10], ackError{}, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			msgs, err := splitReplies(tc.in)
-			if err != nil {
-				if tc.wantErr {
-					return
-				}
-				t.Fatalf("split: %v", err)
-			}
-			if len(msgs) != 1 {
-				t.Fatalf("got %d messages", len(msgs))
-			}
-			got, err := parseAck(msgs[0])
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
-			}
-			if !tc.wantErr && got != tc.want {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestSplitRepliesRejectsBadLengths(t *testing.T) {
-	good := ackBytes(0, 1, "", 0, nlmCapped)
-	for _, n := range []uint32{0, 3, 15, uint32(len(good) + 1), 1 << 31} {
-		b := append([]byte(nil), good...)
-		binary.NativeEndian.PutUint32(b, n)
-		if _, err := splitReplies(b); err == nil {
-			t.Errorf("length %d accepted", n)
-		}
-	}
-}
-
 // FuzzParseAck feeds arbitrary bytes to the reply decoders, as a hostile or buggy
 // kernel might: they must never panic, and what they decode must stay in bounds.
 func FuzzParseAck(f *testing.F) {
-	f.Add(ackBytes(0, 7, "", 0, nlmCapped))
-	f.Add(ackBytes(syscall.ERANGE, 9, "Attribute failed policy validation", 48, nlmCapped|nlmAckTLVs))
-	f.Add(ackBytes(syscall.ENOENT, 3, "x", 0, nlmAckTLVs))
-	f.Add(append(ackBytes(0, 1, "", 0, nlmCapped), ackBytes(syscall.EEXIST, 2, "y", 24, nlmCapped|nlmAckTLVs)...))
+	f.Add(ackBytes(0, 7, "", 0, nlkit.Capped))
+	f.Add(ackBytes(syscall.ERANGE, 9, "Attribute failed policy validation", 48, nlkit.Capped|nlkit.AckTLVs))
+	f.Add(ackBytes(syscall.ENOENT, 3, "x", 0, nlkit.AckTLVs))
+	f.Add(append(ackBytes(0, 1, "", 0, nlkit.Capped), ackBytes(syscall.EEXIST, 2, "y", 24, nlkit.Capped|nlkit.AckTLVs)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, _ := splitReplies(b)
+		msgs, _ := nlkit.Split(b)
 		for _, m := range msgs {
 			if len(m.Data) > len(b) {
 				t.Fatalf("message data of %d bytes from %d input bytes", len(m.Data), len(b))
 			}
-			a, err := parseAck(m)
+			a, err := nlkit.ParseAck(m)
 			if err == nil && (a.Errno < 0 || a.Errno > 4095 || len(a.Msg) > len(b)) {
 				t.Fatalf("decoded out of range: %+v", a)
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // monitorBuffer is the notification socket's receive buffer. Our own cold load of a
@@ -98,7 +98,7 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 			_ = conn.Close()
 		}
 	}()
-	if err := nlattr.RaiseBuffers(conn, monitorBuffer); err != nil {
+	if err := nlkit.RaiseBuffers(conn, monitorBuffer); err != nil {
 		return fmt.Errorf("nftables notification socket buffer: %w", err)
 	}
 	if err := conn.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
@@ -155,7 +155,7 @@ func ForeignChange(m netlink.Message, family Family, table string, ours func(por
 	if len(m.Data) < 4 || Family(m.Data[0]) != family || ours(m.Header.PID) {
 		return false
 	}
-	ad, err := nlattr.Msg(m.Data)
+	ad, err := nlkit.Msg(m.Data)
 	if err != nil {
 		return false
 	}
@@ -164,7 +164,7 @@ func ForeignChange(m netlink.Message, family Family, table string, ours func(por
 	// NFTA_OBJ_TABLE, NFTA_FLOWTABLE_TABLE.
 	for ad.Next() {
 		if ad.Type() == unix.NFTA_TABLE_NAME {
-			return nlattr.CString(ad.Bytes()) == table
+			return nlkit.CString(ad.Bytes()) == table
 		}
 	}
 	return false

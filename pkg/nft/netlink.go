@@ -14,7 +14,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // ErrOutcomeUnknown wraps a failure after which the kernel may or may not have
@@ -72,7 +72,7 @@ func (n *Netlink) batchConn() (*netlink.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial netlink: %w", err)
 	}
-	if err := nlattr.RaiseBuffers(conn, socketBuffer); err != nil {
+	if err := nlkit.RaiseBuffers(conn, socketBuffer); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("netlink socket buffers: %w", err)
 	}
@@ -132,7 +132,7 @@ const elementsPerMessage = 512
 const ruleHashType userdata.Type = 0xbe
 
 func (n *Netlink) conn() (*nftables.Conn, error) {
-	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlattr.RaiseBuffers(c, socketBuffer) })}
+	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlkit.RaiseBuffers(c, socketBuffer) })}
 	if n.NetNSFd != 0 {
 		opts = append(opts, nftables.WithNetNSFd(n.NetNSFd))
 	}
@@ -337,7 +337,7 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 	// the batch header (which may end the batch early) read only what is queued.
 	drain := false
 	for {
-		n, err := recvReply(raw, buf, !drain)
+		n, err := nlkit.Recv(raw, buf, !drain)
 		if errors.Is(err, unix.EAGAIN) {
 			break
 		}
@@ -350,16 +350,16 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 			}
 			return fmt.Errorf("read the kernel's answer to the batch: %w", err)
 		}
-		msgs, perr := splitReplies(buf[:n])
+		msgs, perr := nlkit.Split(buf[:n])
 		if perr != nil {
 			refused = append(refused, perr)
 		}
 		done := false
 		for _, m := range msgs {
-			if m.Type != nlmsgError {
+			if m.Type != nlkit.Error {
 				continue
 			}
-			a, err := parseAck(m)
+			a, err := nlkit.ParseAck(m)
 			if err != nil {
 				refused = append(refused, fmt.Errorf("undecodable answer to the batch: %w", err))
 				continue
@@ -383,27 +383,6 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 		return fmt.Errorf("kernel refused the batch: %w", errors.Join(refused...))
 	}
 	return nil
-}
-
-// recvReply reads one datagram; without block it returns EAGAIN when none is queued.
-func recvReply(raw syscall.RawConn, buf []byte, block bool) (int, error) {
-	var n int
-	var rerr error
-	err := raw.Read(func(fd uintptr) bool {
-		var flags int
-		n, _, flags, _, rerr = unix.Recvmsg(int(fd), buf, nil, unix.MSG_DONTWAIT)
-		if errors.Is(rerr, unix.EAGAIN) && block {
-			return false // wait until readable
-		}
-		if rerr == nil && flags&unix.MSG_TRUNC != 0 {
-			rerr = fmt.Errorf("netlink reply longer than %d bytes", len(buf))
-		}
-		return true
-	})
-	if err != nil {
-		return 0, err
-	}
-	return n, rerr
 }
 
 func ruleExprs(ctx *encCtx, r Rule) []expr.Any {

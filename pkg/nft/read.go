@@ -2,7 +2,6 @@ package nft
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // Read returns what the kernel holds in the table. Each rule is read as the hash in
@@ -70,8 +69,8 @@ func readTable(conn *netlink.Conn, family Family, table string) (flags uint32, e
 		return 0, false, err
 	}
 	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETTABLE), Flags: netlink.Request},
-		Data:   append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
+		Header: netlink.Header{Type: nlkit.NftType(unix.NFT_MSG_GETTABLE), Flags: netlink.Request},
+		Data:   append(nlkit.NfGenMsg(uint8(family)), data...),
 	})
 	if errors.Is(err, unix.ENOENT) {
 		return 0, false, nil
@@ -80,7 +79,7 @@ func readTable(conn *netlink.Conn, family Family, table string) (flags uint32, e
 		return 0, false, fmt.Errorf("get table %s %s: %w", family, table, err)
 	}
 	for _, m := range msgs {
-		ad, err := nlattr.Msg(m.Data)
+		ad, err := nlkit.Msg(m.Data)
 		if err != nil {
 			continue
 		}
@@ -101,7 +100,7 @@ func readTable(conn *netlink.Conn, family Family, table string) (flags uint32, e
 // as a definition without key type and without elements: drift that the plan
 // deletes, or that makes Compatible ask for a recreate if the name is one of ours.
 func readSets(conn *netlink.Conn, family Family, table string, v *View) error {
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETSET, family, []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte(table + "\x00")}})
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETSET, uint8(family), []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte(table + "\x00")}})
 	if err != nil {
 		return fmt.Errorf("dump sets of %s: %w", table, err)
 	}
@@ -135,7 +134,7 @@ func readSets(conn *netlink.Conn, family Family, table string, v *View) error {
 }
 
 func readElements(conn *netlink.Conn, family Family, table string, s *Set) ([]Element, error) {
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETSETELEM, family, []netlink.Attribute{
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETSETELEM, uint8(family), []netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(s.Name + "\x00")},
 	})
@@ -158,7 +157,7 @@ func readElements(conn *netlink.Conn, family Family, table string, s *Set) ([]El
 // readChains reads the chains of the table (the kernel dumps every table's chains;
 // other tables' are skipped unread).
 func readChains(conn *netlink.Conn, family Family, table string, v *View) error {
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETCHAIN, family, []netlink.Attribute{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table + "\x00")}})
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETCHAIN, uint8(family), []netlink.Attribute{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table + "\x00")}})
 	if err != nil {
 		return fmt.Errorf("list chains: %w", err)
 	}
@@ -179,7 +178,7 @@ func readChains(conn *netlink.Conn, family Family, table string, v *View) error 
 // resumed every 32 KiB by re-walking the table from the start, which at 100k
 // rules took seconds.
 func readRules(conn *netlink.Conn, family Family, table, chain string) (hashes, digests []uint64, err error) {
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETRULE, uint8(family), []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
 	})
@@ -213,8 +212,8 @@ func (n *Netlink) Generation(ctx context.Context) (uint32, error) {
 	var msgs []netlink.Message
 	err := n.withConn(func(conn *netlink.Conn) (err error) {
 		msgs, err = conn.Execute(netlink.Message{
-			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
-			Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+			Header: netlink.Header{Type: nlkit.NftType(unix.NFT_MSG_GETGEN), Flags: netlink.Request},
+			Data:   nlkit.NfGenMsg(unix.AF_UNSPEC),
 		})
 		return err
 	})
@@ -225,11 +224,10 @@ func (n *Netlink) Generation(ctx context.Context) (uint32, error) {
 		if len(m.Data) < 4 {
 			continue
 		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		ad, err := nlkit.Msg(m.Data)
 		if err != nil {
 			return 0, err
 		}
-		ad.ByteOrder = binary.BigEndian
 		for ad.Next() {
 			if ad.Type() == unix.NFTA_GEN_ID {
 				return ad.Uint32(), nil
@@ -255,28 +253,4 @@ func (n *Netlink) DeleteTable(ctx context.Context, family Family, table string) 
 		return fmt.Errorf("delete table %s %s: %w", family, table, err)
 	}
 	return nil
-}
-
-func dumpOn(conn *netlink.Conn, msgType int, family Family, attrs []netlink.Attribute) ([]netlink.Message, error) {
-	data, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []netlink.Message
-	for _, m := range msgs {
-		if len(m.Data) >= 4 {
-			out = append(out, m)
-		}
-	}
-	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // RefusedError is one message of a batch that the kernel refused: its reason (the
@@ -48,7 +48,7 @@ func shortName(s string) string {
 }
 
 // refusal describes the refused message sent[i] of the batch that carried tx.
-func refusal(tx *Tx, sent []netlink.Message, i int, a ackError) *RefusedError {
+func refusal(tx *Tx, sent []netlink.Message, i int, a nlkit.Ack) *RefusedError {
 	e := &RefusedError{Errno: a.Errno, Reason: a.Msg}
 	if a.HasMissType {
 		e.Reason = strings.TrimSpace(fmt.Sprintf("%s (missing attribute %d)", e.Reason, a.MissType))
@@ -66,12 +66,12 @@ func refusal(tx *Tx, sent []netlink.Message, i int, a ackError) *RefusedError {
 	}
 	attrs := m.Data[4:]
 	// Offsets in the ack count from the request's netlink header.
-	base := nlmsgHdrLen + 4
+	base := nlkit.HdrLen + 4
 	name := func(typ uint16) string {
 		var s string
-		_ = walkAttrs(attrs, func(t uint16, _ int, v []byte) {
+		_ = nlkit.WalkAttrs(attrs, func(t uint16, _ int, v []byte) {
 			if t == typ {
-				s = nlattr.CString(v)
+				s = nlkit.CString(v)
 			}
 		})
 		return s
@@ -137,9 +137,9 @@ func verb(op int) string {
 
 func ruleChain(attrs []byte) string {
 	var s string
-	_ = walkAttrs(attrs, func(t uint16, _ int, v []byte) {
+	_ = nlkit.WalkAttrs(attrs, func(t uint16, _ int, v []byte) {
 		if t == unix.NFTA_RULE_CHAIN {
-			s = nlattr.CString(v)
+			s = nlkit.CString(v)
 		}
 	})
 	return s
@@ -147,14 +147,14 @@ func ruleChain(attrs []byte) string {
 
 // elementKeys returns the keys of the elements in an element-list message: the one
 // the kernel pointed at (its offset falls inside the element), else all of them.
-func elementKeys(attrs []byte, base int, a ackError) [][]byte {
+func elementKeys(attrs []byte, base int, a nlkit.Ack) [][]byte {
 	var all, hit [][]byte
-	_ = walkAttrs(attrs, func(t uint16, off int, v []byte) {
+	_ = nlkit.WalkAttrs(attrs, func(t uint16, off int, v []byte) {
 		if t != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
 			return
 		}
 		listStart := base + off + 4
-		_ = walkAttrs(v, func(_ uint16, eoff int, ev []byte) {
+		_ = nlkit.WalkAttrs(v, func(_ uint16, eoff int, ev []byte) {
 			key := elementKey(ev)
 			all = append(all, key)
 			start := listStart + eoff
@@ -171,11 +171,11 @@ func elementKeys(attrs []byte, base int, a ackError) [][]byte {
 
 func elementKey(elem []byte) []byte {
 	var key []byte
-	_ = walkAttrs(elem, func(t uint16, _ int, v []byte) {
+	_ = nlkit.WalkAttrs(elem, func(t uint16, _ int, v []byte) {
 		if t != unix.NFTA_SET_ELEM_KEY {
 			return
 		}
-		_ = walkAttrs(v, func(t uint16, _ int, d []byte) {
+		_ = nlkit.WalkAttrs(v, func(t uint16, _ int, d []byte) {
 			if t == unix.NFTA_DATA_VALUE {
 				key = d
 			}

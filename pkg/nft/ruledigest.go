@@ -9,7 +9,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // A rule's user data says which Rule svcproxy meant to write (Rule.Hash), but
@@ -31,9 +31,6 @@ import (
 // digest of a rule svcproxy writes (in practice), so the chain is rewritten.
 const foreignExprsDigest uint64 = 0
 
-// nlaTypeMask clears NLA_F_NESTED and NLA_F_NET_BYTEORDER from an attribute type.
-const nlaTypeMask = 0x3fff
-
 var errBadExprs = errors.New("malformed rule expressions")
 
 // exprsDigest returns the digest of an NFTA_RULE_EXPRESSIONS payload as the kernel
@@ -43,7 +40,7 @@ func exprsDigest(list []byte) (uint64, error) {
 	var canon []byte
 	var err error
 	n := 0
-	walkErr := walkAttrs(list, func(t uint16, _ int, elem []byte) {
+	walkErr := nlkit.WalkAttrs(list, func(t uint16, _ int, elem []byte) {
 		if err != nil {
 			return
 		}
@@ -98,10 +95,10 @@ func canonExpr(out, elem []byte) ([]byte, error) {
 	var name string
 	var data []byte
 	hasName := false
-	if err := walkAttrs(elem, func(t uint16, _ int, v []byte) {
-		switch t & nlaTypeMask {
+	if err := nlkit.WalkAttrs(elem, func(t uint16, _ int, v []byte) {
+		switch t & nlkit.TypeMask {
 		case unix.NFTA_EXPR_NAME:
-			name, hasName = nlattr.CString(v), true
+			name, hasName = nlkit.CString(v), true
 		case unix.NFTA_EXPR_DATA:
 			data = v
 		}
@@ -134,7 +131,7 @@ func canonExpr(out, elem []byte) ([]byte, error) {
 // parseAttrs splits b into attributes, flag bits of their types cleared.
 func parseAttrs(b []byte) ([]attr, error) {
 	var out []attr
-	err := walkAttrs(b, func(t uint16, _ int, v []byte) { out = append(out, attr{t & nlaTypeMask, v}) })
+	err := nlkit.WalkAttrs(b, func(t uint16, _ int, v []byte) { out = append(out, attr{t & nlkit.TypeMask, v}) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadExprs, err)
 	}
@@ -170,7 +167,7 @@ func canonData(b []byte) ([]byte, error) {
 			for _, in := range inner {
 				v := in.val
 				if in.typ == unix.NFTA_VERDICT_CHAIN {
-					v = []byte(nlattr.CString(v))
+					v = []byte(nlkit.CString(v))
 				}
 				val = appendCanonAttr(val, in.typ, v)
 			}

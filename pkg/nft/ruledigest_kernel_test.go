@@ -7,6 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // TestKernelRuleDigestsMatch: every rule of the sample tables (every statement
@@ -59,7 +61,7 @@ func TestKernelRuleDigestsMatch(t *testing.T) {
 
 func dumpRules(t *testing.T, conn *netlink.Conn, family Family, table, chain string) [][]byte {
 	t.Helper()
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETRULE, uint8(family), []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
 	})

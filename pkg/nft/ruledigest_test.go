@@ -14,7 +14,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 func TestDumpedRegister(t *testing.T) {
@@ -260,7 +260,7 @@ func ourExprs(t testing.TB, family Family, r Rule) []byte {
 
 // exprsOf returns the NFTA_RULE_EXPRESSIONS payload of a rule message.
 func exprsOf(msg []byte) []byte {
-	ad, err := nlattr.Msg(msg)
+	ad, err := nlkit.Msg(msg)
 	if err != nil {
 		return nil
 	}
@@ -276,7 +276,7 @@ func exprsOf(msg []byte) []byte {
 // canonText prints the canonical form of each expression of a list, for failures.
 func canonText(t *testing.T, list []byte) string {
 	var parts []string
-	_ = walkAttrs(list, func(_ uint16, _ int, elem []byte) {
+	_ = nlkit.WalkAttrs(list, func(_ uint16, _ int, elem []byte) {
 		c, err := canonExpr(nil, elem)
 		if err != nil {
 			parts = append(parts, err.Error())

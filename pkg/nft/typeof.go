@@ -8,7 +8,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // A set's user data (NFTA_SET_USERDATA) tells nft how to type its key and data:
@@ -148,9 +148,9 @@ func withSetUserData(msgs []netlink.Message, sets []*Set) error {
 			continue
 		}
 		var name string
-		_ = walkAttrs(m.Data[4:], func(t uint16, _ int, v []byte) {
+		_ = nlkit.WalkAttrs(m.Data[4:], func(t uint16, _ int, v []byte) {
 			if t == unix.NFTA_SET_NAME {
-				name = nlattr.CString(v)
+				name = nlkit.CString(v)
 			}
 		})
 		s := byName[name]

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // The typeof user data we write is byte for byte what nft itself writes for the same
@@ -40,17 +40,17 @@ func TestKernelTypeofUserDataMatchesNft(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	msgs, err := dumpOn(conn, unix.NFT_MSG_GETSET, FamilyIPv4, []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte("u\x00")}})
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETSET, uint8(FamilyIPv4), []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte("u\x00")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range msgs {
 		var name string
 		var ud []byte
-		_ = walkAttrs(m.Data[4:], func(typ uint16, _ int, v []byte) {
+		_ = nlkit.WalkAttrs(m.Data[4:], func(typ uint16, _ int, v []byte) {
 			switch typ {
 			case unix.NFTA_SET_NAME:
-				name = nlattr.CString(v)
+				name = nlkit.CString(v)
 			case unix.NFTA_SET_USERDATA:
 				ud = v
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // The decoders below read the kernel's chain and rule dump messages of iptables-nft's
@@ -20,16 +20,16 @@ import (
 // decodeChainMsg returns the table and name of an NFT_MSG_NEWCHAIN message, and
 // whether the chain is a base chain (attached to a hook).
 func decodeChainMsg(data []byte) (table, name string, base bool, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", "", false, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_CHAIN_TABLE:
-			table = nlattr.CString(ad.Bytes())
+			table = nlkit.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_NAME:
-			name = nlattr.CString(ad.Bytes())
+			name = nlkit.CString(ad.Bytes())
 		case unix.NFTA_CHAIN_HOOK:
 			base = true
 		}
@@ -43,16 +43,16 @@ func decodeChainMsg(data []byte) (table, name string, base bool, err error) {
 // decodeRuleMsg returns the table, chain and handle of an NFT_MSG_NEWRULE message, and
 // the chains its immediate verdicts jump or go to.
 func decodeRuleMsg(data []byte) (table, chain string, r ruleInfo, err error) {
-	ad, err := nlattr.Msg(data)
+	ad, err := nlkit.Msg(data)
 	if err != nil {
 		return "", "", ruleInfo{}, err
 	}
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_TABLE:
-			table = nlattr.CString(ad.Bytes())
+			table = nlkit.CString(ad.Bytes())
 		case unix.NFTA_RULE_CHAIN:
-			chain = nlattr.CString(ad.Bytes())
+			chain = nlkit.CString(ad.Bytes())
 		case unix.NFTA_RULE_HANDLE:
 			r.Handle = ad.Uint64()
 		case unix.NFTA_RULE_EXPRESSIONS:
@@ -82,7 +82,7 @@ func decodeRuleMsg(data []byte) (table, chain string, r ruleInfo, err error) {
 // decodeExprTarget returns the chain an expression jumps or goes to: the verdict of an
 // immediate expression into the verdict register; "" for any other expression.
 func decodeExprTarget(b []byte) (string, error) {
-	ad, err := nlattr.Nested(b)
+	ad, err := nlkit.Nested(b)
 	if err != nil {
 		return "", err
 	}
@@ -91,7 +91,7 @@ func decodeExprTarget(b []byte) (string, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_EXPR_NAME:
-			name = nlattr.CString(ad.Bytes())
+			name = nlkit.CString(ad.Bytes())
 		case unix.NFTA_EXPR_DATA:
 			data = ad.Bytes()
 		}
@@ -106,7 +106,7 @@ func decodeExprTarget(b []byte) (string, error) {
 }
 
 func decodeImmediateTarget(b []byte) (string, error) {
-	ad, err := nlattr.Nested(b)
+	ad, err := nlkit.Nested(b)
 	if err != nil {
 		return "", err
 	}
@@ -132,7 +132,7 @@ func decodeImmediateTarget(b []byte) (string, error) {
 							case unix.NFTA_VERDICT_CODE:
 								code = int32(v.Uint32())
 							case unix.NFTA_VERDICT_CHAIN:
-								chain = nlattr.CString(v.Bytes())
+								chain = nlkit.CString(v.Bytes())
 							}
 						}
 						if code == unix.NFT_JUMP || code == unix.NFT_GOTO {

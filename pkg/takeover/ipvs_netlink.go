@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // IPVS over generic netlink (linux/ip_vs.h), with mdlayher/netlink as the rest of
@@ -96,7 +98,7 @@ func genlFamily(c *netlink.Conn, name string) (uint16, error) {
 		if len(m.Data) < 4 {
 			continue
 		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		ad, err := nlkit.Genl(m.Data)
 		if err != nil {
 			return 0, err
 		}
@@ -154,10 +156,7 @@ func (g *genlIPVS) DeleteService(s ipvsService) error {
 // decodeIPVSService reads one IPVS_CMD_NEW_SERVICE dump message (generic netlink
 // header, then IPVS_CMD_ATTR_SERVICE); ok is false for a message without a service.
 func decodeIPVSService(data []byte) (s ipvsService, ok bool, err error) {
-	if len(data) < 4 {
-		return s, false, fmt.Errorf("IPVS message of %d bytes", len(data))
-	}
-	ad, err := netlink.NewAttributeDecoder(data[4:])
+	ad, err := nlkit.Genl(data)
 	if err != nil {
 		return s, false, fmt.Errorf("decode IPVS message: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // iptables-legacy (x_tables) cannot be edited over netlink, and rewriting its
@@ -163,8 +163,8 @@ func legacyChainNames(blob []byte, targetOffsetField int) []string {
 		}
 		if target > 0 && target+targetHead < next {
 			t := blob[off+target : off+next]
-			if nlattr.CString(t[2:31]) == "ERROR" {
-				if name := nlattr.CString(t[targetHead:min(len(t), targetHead+tableNameLen)]); name != "ERROR" && name != "" {
+			if nlkit.CString(t[2:31]) == "ERROR" {
+				if name := nlkit.CString(t[targetHead:min(len(t), targetHead+tableNameLen)]); name != "ERROR" && name != "" {
 					out = append(out, name)
 				}
 			}

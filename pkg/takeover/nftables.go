@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
-	"github.com/svcproxy/svcproxy/internal/nlattr"
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // families are the nf_tables families kube-proxy writes in: iptables-nft's `ip` and
@@ -123,7 +123,7 @@ func (p familyPlan) report(r *Report) {
 // of it or nothing, so traffic never meets a half-removed kube-proxy (a jump into a
 // chain already emptied).
 func commitFamily(nsFd int, nf nftables.TableFamily, fp familyPlan) error {
-	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlattr.RaiseBuffers(c, socketBuffer) })}
+	opts := []nftables.ConnOption{nftables.WithSockOptions(func(c *netlink.Conn) error { return nlkit.RaiseBuffers(c, socketBuffer) })}
 	if nsFd != 0 {
 		opts = append(opts, nftables.WithNetNSFd(nsFd))
 	}
@@ -186,7 +186,7 @@ func readFamily(nsFd int, family byte) (tables []tableInfo, kubeProxy bool, err 
 	if len(tables) == 0 {
 		return nil, names[kubeProxyTable], nil
 	}
-	msgs, err := dump(conn, unix.NFT_MSG_GETCHAIN, family, nil)
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETCHAIN, family, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("list chains: %w", err)
 	}
@@ -239,7 +239,7 @@ func readRules(conn *netlink.Conn, family byte, t *tableInfo) error {
 }
 
 func chainRules(conn *netlink.Conn, family byte, table, chain string) ([]ruleInfo, error) {
-	msgs, err := dump(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETRULE, family, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
 	})
@@ -261,19 +261,19 @@ func chainRules(conn *netlink.Conn, family byte, table, chain string) ([]ruleInf
 
 // tableNames lists the family's tables.
 func tableNames(conn *netlink.Conn, family byte) (map[string]bool, error) {
-	msgs, err := dump(conn, unix.NFT_MSG_GETTABLE, family, nil)
+	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETTABLE, family, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
 	names := map[string]bool{}
 	for _, m := range msgs {
-		ad, err := nlattr.Msg(m.Data)
+		ad, err := nlkit.Msg(m.Data)
 		if err != nil {
 			return nil, err
 		}
 		for ad.Next() {
 			if ad.Type() == unix.NFTA_TABLE_NAME {
-				names[nlattr.CString(ad.Bytes())] = true
+				names[nlkit.CString(ad.Bytes())] = true
 			}
 		}
 		if err := ad.Err(); err != nil {
@@ -281,31 +281,4 @@ func tableNames(conn *netlink.Conn, family byte) (map[string]bool, error) {
 		}
 	}
 	return names, nil
-}
-
-func dump(conn *netlink.Conn, msgType int, family byte, attrs []netlink.Attribute) ([]netlink.Message, error) {
-	var data []byte
-	if len(attrs) > 0 {
-		var err error
-		if data, err = netlink.MarshalAttributes(attrs); err != nil {
-			return nil, err
-		}
-	}
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{family, unix.NFNETLINK_V0, 0, 0}, data...),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := msgs[:0]
-	for _, m := range msgs {
-		if len(m.Data) >= 4 && m.Data[0] == family {
-			out = append(out, m)
-		}
-	}
-	return out, nil
 }

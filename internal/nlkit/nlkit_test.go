@@ -1,4 +1,4 @@
-package nlattr
+package nlkit
 
 import "testing"
 
