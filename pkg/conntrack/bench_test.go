@@ -16,7 +16,7 @@ import (
 // 100 Services of one endpoint each; stale entries reply from a gone endpoint.
 // Extra TCP entries (to the same Service addresses) stand for a busy node's TCP
 // traffic, which the reconciler must not pay much for.
-func benchTable(b *testing.B, c *Cleaner, n, tcp int, stale bool) Serving {
+func benchTable(b *testing.B, h *netlink.Handle, n, tcp int, stale bool) Serving {
 	b.Helper()
 	const services = 100
 	serving := Serving{}
@@ -24,12 +24,12 @@ func benchTable(b *testing.B, c *Cleaner, n, tcp int, stale bool) Serving {
 		svc := Service{Proto: unix.IPPROTO_UDP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(s / 250), byte(1 + s%250)}), Port: 53}
 		serving[svc] = []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(s / 250), byte(1 + s%250)}), 53)}
 	}
-	fill(b, c, unix.IPPROTO_UDP, n, stale)
-	fill(b, c, unix.IPPROTO_TCP, tcp, stale)
+	fill(b, h, unix.IPPROTO_UDP, n, stale)
+	fill(b, h, unix.IPPROTO_TCP, tcp, stale)
 	return serving
 }
 
-func fill(b *testing.B, c *Cleaner, proto uint8, n int, stale bool) {
+func fill(b *testing.B, h *netlink.Handle, proto uint8, n int, stale bool) {
 	const services = 100
 	for i := 0; i < n; i++ {
 		s := i % services
@@ -39,7 +39,7 @@ func fill(b *testing.B, c *Cleaner, proto uint8, n int, stale bool) {
 		if stale {
 			ep = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 245, byte(s / 250), byte(1 + s%250)}), 53)
 		}
-		createEntry(b, c, proto, client, svc, ep)
+		createEntry(b, h, proto, client, svc, ep)
 	}
 }
 
@@ -56,14 +56,14 @@ func BenchmarkReconcile(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("udp=%d/tcp=%d/stale=%v", tc.udp, tc.tcp, tc.stale), func(b *testing.B) {
 			ns := netnstest.New(b, "bench")
-			c := newCleaner(b, ns)
-			serving := benchTable(b, c, tc.udp, tc.tcp, tc.stale)
+			c, h := newCleaner(b, ns), newHandle(b, ns)
+			serving := benchTable(b, h, tc.udp, tc.tcp, tc.stale)
 			var cpu time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if tc.stale && i > 0 {
 					b.StopTimer()
-					fill(b, c, unix.IPPROTO_UDP, tc.udp, true)
+					fill(b, h, unix.IPPROTO_UDP, tc.udp, true)
 					b.StartTimer()
 				}
 				before := cpuTime(b)
@@ -97,13 +97,13 @@ func cpuTime(b *testing.B) time.Duration {
 // library), for comparison with BenchmarkReconcile's steady state.
 func BenchmarkListBaseline(b *testing.B) {
 	ns := netnstest.New(b, "bench")
-	c := newCleaner(b, ns)
-	benchTable(b, c, 10000, 0, false)
+	h := newHandle(b, ns)
+	benchTable(b, h, 10000, 0, false)
 	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		before := cpuTime(b)
-		flows, err := c.h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
 		cpu += cpuTime(b) - before
 		if err != nil {
 			b.Fatal(err)

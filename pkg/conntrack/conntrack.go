@@ -10,44 +10,28 @@ import (
 	"fmt"
 	"sync"
 
-	mdnetlink "github.com/mdlayher/netlink"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // Cleaner deletes entries in the conntrack table of one network namespace.
 type Cleaner struct {
-	h *netlink.Handle // tests create entries and time the upstream-style listing with it
-
 	mu  sync.Mutex // one Reconcile at a time on ct: its replies are read in order
-	ct  *mdnetlink.Conn
+	ct  *netlink.Conn
 	buf []byte // replies are read into it (see readBuffer)
 }
 
 // New returns a cleaner for the current network namespace, or for nsFd when it is
 // non-zero (tests).
 func New(nsFd int) (*Cleaner, error) {
-	var h *netlink.Handle
-	var err error
-	if nsFd != 0 {
-		h, err = netlink.NewHandleAt(netns.NsHandle(nsFd), unix.NETLINK_NETFILTER)
-	} else {
-		h, err = netlink.NewHandle(unix.NETLINK_NETFILTER)
-	}
+	ct, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: nsFd})
 	if err != nil {
-		return nil, fmt.Errorf("conntrack netlink handle: %w", err)
-	}
-	ct, err := mdnetlink.Dial(unix.NETLINK_NETFILTER, &mdnetlink.Config{NetNS: nsFd})
-	if err != nil {
-		h.Close()
 		return nil, fmt.Errorf("conntrack netlink socket: %w", err)
 	}
-	return &Cleaner{h: h, ct: ct}, nil
+	return &Cleaner{ct: ct}, nil
 }
 
-// Close releases the cleaner's netlink sockets.
+// Close releases the cleaner's netlink socket.
 func (c *Cleaner) Close() error {
-	c.h.Close()
 	return c.ct.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
@@ -204,7 +205,7 @@ func TestKernelReconcileUDP(t *testing.T) {
 // ctnetlink.
 func TestKernelReconcileCreatedEntries(t *testing.T) {
 	ns := netnstest.New(t, "ct")
-	c := newCleaner(t, ns)
+	c, h := newCleaner(t, ns), newHandle(t, ns)
 	ap := netip.MustParseAddrPort
 	sctp := Service{Proto: unix.IPPROTO_SCTP, Addr: netip.MustParseAddr("10.96.0.11"), Port: 9}
 	udp6 := Service{Proto: unix.IPPROTO_UDP, Addr: netip.MustParseAddr("fd00::10"), Port: 53}
@@ -224,7 +225,7 @@ func TestKernelReconcileCreatedEntries(t *testing.T) {
 		{unix.IPPROTO_TCP, ap("10.244.2.9:40004"), ap("10.96.0.11:9"), ap("10.244.1.4:9"), false},         // TCP: left alone
 	}
 	for _, f := range flows {
-		createEntry(t, c, f.proto, f.src, f.dst, f.replySrc)
+		createEntry(t, h, f.proto, f.src, f.dst, f.replySrc)
 	}
 	n, err := c.Reconcile(Serving{sctp: {ap("10.244.1.2:9")}, udp6: {ap("[fd00:244::2]:53")}})
 	if err != nil {
@@ -265,10 +266,10 @@ func TestKernelReconcileCreatedEntries(t *testing.T) {
 // kernel removed, not what was asked.
 func TestKernelDeleteCounts(t *testing.T) {
 	ns := netnstest.New(t, "del")
-	c := newCleaner(t, ns)
+	c, h := newCleaner(t, ns), newHandle(t, ns)
 	ap := netip.MustParseAddrPort
 	for i := 0; i < 300; i++ { // more than one batch
-		createEntry(t, c, unix.IPPROTO_UDP, netip.AddrPortFrom(netip.MustParseAddr("10.244.2.9"), uint16(20000+i)), ap("10.96.0.10:53"), ap("10.244.1.2:53"))
+		createEntry(t, h, unix.IPPROTO_UDP, netip.AddrPortFrom(netip.MustParseAddr("10.244.2.9"), uint16(20000+i)), ap("10.96.0.10:53"), ap("10.244.1.2:53"))
 	}
 	entries, _, err := c.list(unix.AF_INET, unix.IPPROTO_UDP)
 	if err != nil || len(entries) != 300 {
@@ -307,9 +308,22 @@ func TestKernelSCTPSockets(t *testing.T) {
 	t.Skip("this kernel has SCTP sockets, but no SCTP traffic test is written yet: TestKernelReconcileCreatedEntries covers SCTP entries")
 }
 
+// newHandle returns a vishvananda/netlink handle on ns's conntrack table, closed
+// when the test ends: tests create entries with it, and the benchmarks time the
+// library's listing (the way upstream kube-proxy reads the table) with it.
+func newHandle(t testing.TB, ns *netnstest.NS) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(ns.Fd), unix.NETLINK_NETFILTER)
+	if err != nil {
+		t.Fatalf("conntrack netlink handle: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
 // createEntry adds a conntrack entry src -> dst whose reply comes from replySrc (a
 // translated flow when replySrc != dst).
-func createEntry(t testing.TB, c *Cleaner, proto uint8, src, dst, replySrc netip.AddrPort) {
+func createEntry(t testing.TB, h *netlink.Handle, proto uint8, src, dst, replySrc netip.AddrPort) {
 	t.Helper()
 	family := netlink.InetFamily(unix.AF_INET)
 	if src.Addr().Is6() {
@@ -324,7 +338,7 @@ func createEntry(t testing.TB, c *Cleaner, proto uint8, src, dst, replySrc netip
 	if proto == unix.IPPROTO_TCP {
 		f.ProtoInfo = &netlink.ProtoInfoTCP{State: 3} // ESTABLISHED
 	}
-	if err := c.h.ConntrackCreate(netlink.ConntrackTable, family, f); err != nil {
+	if err := h.ConntrackCreate(netlink.ConntrackTable, family, f); err != nil {
 		t.Fatalf("create %d %s -> %s: %v", proto, src, dst, err)
 	}
 }
