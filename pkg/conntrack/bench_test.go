@@ -91,26 +91,3 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// BenchmarkListBaseline reads the same 10k-entry table the way upstream kube-proxy
-// does (vishvananda/netlink ConntrackTableList, every protocol, parsed by the
-// library), for comparison with BenchmarkReconcile's steady state.
-func BenchmarkListBaseline(b *testing.B) {
-	ns := netnstest.New(b, "bench")
-	h := newHandle(b, ns)
-	benchTable(b, h, 10000, 0, false)
-	var cpu time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		before := cpuTime(b)
-		flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
-		cpu += cpuTime(b) - before
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(flows) != 10000 {
-			b.Fatalf("%d flows", len(flows))
-		}
-	}
-	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-}
