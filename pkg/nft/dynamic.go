@@ -7,6 +7,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
 // Dynamic sets and maps are filled by the kernel (update @set), so they are not part
@@ -58,7 +60,7 @@ func (n *Netlink) deleteElements(family Family, table string, elems []Element, d
 	if destroy {
 		for i := range msgs {
 			if int(msgs[i].Header.Type)&0xff == unix.NFT_MSG_DELSETELEM {
-				msgs[i].Header.Type = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | nftMsgDestroySetElem)
+				msgs[i].Header.Type = nlkit.NftType(nftMsgDestroySetElem)
 			}
 		}
 	}

@@ -42,9 +42,9 @@ func appendElementMessages(msgs []netlink.Message, family Family, table string, 
 	if len(elems) == 0 {
 		return msgs
 	}
-	typ := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM)
+	typ := nlkit.NftType(unix.NFT_MSG_NEWSETELEM)
 	if !add {
-		typ = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELSETELEM)
+		typ = nlkit.NftType(unix.NFT_MSG_DELSETELEM)
 	}
 	// Group by set without reordering a set's elements: the sets in order of first
 	// appearance, and for each the indexes of its elements.

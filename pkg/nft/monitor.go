@@ -138,7 +138,7 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 // endOfTransaction reports whether m is NEWGEN, the notification that ends every
 // committed transaction's.
 func endOfTransaction(m netlink.Message) bool {
-	return int(m.Header.Type) == unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN
+	return m.Header.Type == nlkit.NftType(unix.NFT_MSG_NEWGEN)
 }
 
 // ForeignChange reports whether notification m is a change to table `family table`
