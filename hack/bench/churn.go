@@ -39,6 +39,8 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	stopProfile := cpuProfile(b.churnProfile)
+	defer stopProfile()
 	cpu0 := cpuTime()
 	go func() { done <- b.p.Run(ctx, nil) }()
 

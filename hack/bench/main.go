@@ -75,6 +75,7 @@ func main() {
 	rounds := flag.Int("dataplane-rounds", 50, "rounds of 200 new connections through a ClusterIP and 200 straight to the pod, alternating (0: none)")
 	fixedSpacing := flag.Bool("fixed-min-sync-period", false, "churn with kube-proxy's policy, syncs at least --min-sync-period (1 s) apart, instead of svcproxy's default: spaced by their cost, at most 1 s apart")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
+	churnProfile := flag.String("churn-cpuprofile", "", "write a CPU profile of the churn to this file")
 	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
 	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
@@ -105,7 +106,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -family %q: want ipv4 or dual\n", *family)
 		os.Exit(2)
 	}
-	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, spaceByCost: !*fixedSpacing}
+	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, churnProfile: *churnProfile, spaceByCost: !*fixedSpacing}
 	r, err := b.run(*churn, *churnShare, *rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -119,6 +120,8 @@ type bench struct {
 	n       int
 	samples int
 	profile string
+	// churnProfile is the file the churn's CPU profile goes to ("": none).
+	churnProfile string
 	// spaceByCost is the churn's sync policy (proxy.Config.SpaceByCost).
 	spaceByCost bool
 	tr          *endpoints.Tracker
