@@ -26,10 +26,14 @@ const (
 	// roundPause spaces the rounds of probes, so that probing takes little of the
 	// CPU the proxy being measured needs; it bounds the resolution of AllAnswer.
 	roundPause = 20 * time.Millisecond
-	// idleRounds is how much longer than a round the pause after it is at least.
-	// A Service not programmed yet is refused at once, so a round of sentinels is
-	// a burst of CPU: with a fixed 5 ms pause the prober took half a core of the
-	// machine's two while a 30k cold sync was timed.
+	// idleRounds is how much longer than the CPU a round used the pause after it
+	// is at least. A Service not programmed yet may be refused at once, so a round
+	// of sentinels is a burst of CPU: with a fixed 5 ms pause the prober took half
+	// a core of the machine's two while a 30k cold sync was timed. It is the
+	// round's CPU, not its length: where a proxy drops the SYN instead (svcproxy
+	// drops new connections to Service CIDR addresses no Service holds yet), a
+	// round is connects waiting out their timeout, and ten times that paused the
+	// probing for 30 s while the 30k shared shape's table was complete.
 	idleRounds = 10
 	// sweepTimeout is the sweep's connect timeout: past the first retransmission
 	// of a SYN (the kernel's initial RTO is 1 s).
@@ -56,7 +60,9 @@ func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (C
 	for i := range sample {
 		idx = append(idx, i)
 	}
-	last, err := untilAnswered(ctx, p, targets, idx, workers)
+	// A worker per sentinel: a round takes one connect timeout, not one per
+	// sentinel, when the proxy drops their SYNs.
+	last, err := untilAnswered(ctx, p, targets, idx, len(idx))
 	if err != nil {
 		return Converged{}, fmt.Errorf("sample: %w", err)
 	}
@@ -127,7 +133,7 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 	}
 	var last time.Time
 	var lastErr error
-	var took time.Duration // the last round's
+	var used time.Duration // the CPU of the last round
 	first := true
 	for {
 		mu.Lock()
@@ -141,10 +147,10 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 		}
 		if !first {
 			// Leave the CPU to the proxy being measured.
-			time.Sleep(max(roundPause, idleRounds*took))
+			time.Sleep(max(roundPause, idleRounds*used))
 		}
 		first = false
-		roundStart := time.Now()
+		cpu0 := processCPU()
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, fmt.Errorf("%d of %d never answered from their endpoints (last error %v): %w", len(round), len(idx), lastErr, err)
 		}
@@ -166,7 +172,7 @@ func untilAnswered(ctx context.Context, p *Prober, targets []Target, idx []int, 
 				}
 			}
 		})
-		took = time.Since(roundStart)
+		used = processCPU() - cpu0
 	}
 }
 
@@ -208,4 +214,13 @@ func Until(ctx context.Context, p *Prober, t Target, pause time.Duration, answer
 		}
 		time.Sleep(pause)
 	}
+}
+
+// processCPU is the user and system time this process used so far.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
