@@ -27,6 +27,7 @@ import (
 
 	"github.com/svcproxy/svcproxy/internal/benchworld"
 	"github.com/svcproxy/svcproxy/internal/netns"
+	"github.com/svcproxy/svcproxy/pkg/conntrack"
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 	"github.com/svcproxy/svcproxy/pkg/proxy"
@@ -76,6 +77,7 @@ func main() {
 	fixedSpacing := flag.Bool("fixed-min-sync-period", false, "churn with kube-proxy's policy, syncs at least --min-sync-period (1 s) apart, instead of svcproxy's default: spaced by their cost, at most 1 s apart")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
 	churnProfile := flag.String("churn-cpuprofile", "", "write a CPU profile of the churn to this file")
+	withConntrack := flag.Bool("conntrack", true, "give the proxy a conntrack cleaner in the node namespace, as svcproxy runs (false: the figures before 2026-12-04, which had none)")
 	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
 	flag.BoolVar(&o.external, "external", false, "give a third of the Services a NodePort (some LoadBalancer), and some an externalIP")
@@ -106,7 +108,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -family %q: want ipv4 or dual\n", *family)
 		os.Exit(2)
 	}
-	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, churnProfile: *churnProfile, spaceByCost: !*fixedSpacing}
+	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, churnProfile: *churnProfile, conntrack: *withConntrack, spaceByCost: !*fixedSpacing}
 	r, err := b.run(*churn, *churnShare, *rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -122,6 +124,10 @@ type bench struct {
 	profile string
 	// churnProfile is the file the churn's CPU profile goes to ("": none).
 	churnProfile string
+	// conntrack: the proxy deletes stale and unanswered conntrack entries after its
+	// syncs, as the agent's does: the walk of the node's table is part of a sync's
+	// cost, and so of the spacing by cost under churn.
+	conntrack bool
 	// spaceByCost is the churn's sync policy (proxy.Config.SpaceByCost).
 	spaceByCost bool
 	tr          *endpoints.Tracker
@@ -161,9 +167,18 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 			b.tr.OnEndpointSliceAdd(s)
 		}
 	}
-	b.p = proxy.New(proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
+	cfg := proxy.Config{Tracker: b.tr, Kernel: b.kernel, Metrics: m,
 		Options:       proxy.Options{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), NodeName: benchNode},
-		MinSyncPeriod: time.Second, SpaceByCost: b.spaceByCost, SyncPeriod: time.Hour})
+		MinSyncPeriod: time.Second, SpaceByCost: b.spaceByCost, SyncPeriod: time.Hour}
+	if b.conntrack {
+		ct, err := conntrack.New(int(f.Fd()))
+		if err != nil {
+			return nil, err
+		}
+		defer ct.Close()
+		cfg.Conntrack = ct
+	}
+	b.p = proxy.New(cfg)
 	heapMiB()
 
 	load := loadAvg()

@@ -62,6 +62,9 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	// drift fires when a drift check that was deferred (see refreshView) is due:
 	// dropping it would leave a repair asked for now until the next periodic resync.
 	var drift <-chan time.Time
+	// unanswered fires when a pass over unanswered SYNs that a sync skipped is due
+	// (see reconcileUnanswered): the next sync makes it.
+	var unanswered <-chan time.Time
 	p.Trigger()
 	for {
 		select {
@@ -74,6 +77,8 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 		case <-drift:
 			drift = nil
 			p.RequestResync()
+		case <-unanswered:
+			unanswered = nil
 		}
 		retry = nil
 		if wait := p.spacing() - clk.Since(p.lastSync); wait > 0 && !p.lastSync.IsZero() {
@@ -102,6 +107,9 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 		backoff = 0
 		if !p.driftDue.IsZero() && drift == nil {
 			drift = clk.After(p.driftDue.Sub(clk.Now()))
+		}
+		if p.unansweredOwed && unanswered == nil {
+			unanswered = clk.After(p.nextUnanswered.Sub(clk.Now()))
 		}
 	}
 }

@@ -100,6 +100,9 @@ type Proxy struct {
 	// nextUnanswered is the earliest time for the next dump of unanswered TCP
 	// entries (reconcileUnanswered).
 	nextUnanswered time.Time
+	// unansweredOwed: a sync that changed the kernel skipped its pass (too soon
+	// after the last one); the loop syncs again when nextUnanswered comes.
+	unansweredOwed bool
 	commits        uint32 // our commits during the current Sync
 }
 

@@ -54,6 +54,7 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 		t.Fatalf("a sync that changed nothing reconciled unanswered entries (%d times in all)", len(ct.families))
 	}
 
+	clk.Step(unansweredGap)
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod1")))
 	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -65,6 +66,7 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 		t.Errorf("entries towards other addresses were deleted: %v", ct.unanswered)
 	}
 
+	clk.Step(unansweredGap) // past the least gap between passes
 	p.RequestResync()
 	ct.unanswered[web] = append(ct.unanswered[web], pod("pod3", 80))
 	if err := p.Sync(t.Context()); err != nil {
@@ -74,27 +76,44 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 		t.Errorf("after a resync, unanswered entries towards %v: %v, want %v", web, got, want)
 	}
 
-	// A pass that took 10 ms: the next waits 100 ms.
-	ct.took = func() { clk.Step(10 * time.Millisecond) }
-	p.RequestResync()
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	n := len(ct.families)
-	clk.Step(50 * time.Millisecond)
-	p.RequestResync()
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if len(ct.families) != n {
-		t.Errorf("a pass 50 ms after one that took 10 ms: want it deferred")
-	}
-	clk.Step(60 * time.Millisecond)
-	p.RequestResync()
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if len(ct.families) != n+1 {
-		t.Errorf("a pass 110 ms after one that took 10 ms: want it run")
+	// Passes are at least unansweredGap apart, and ten times the last one's length
+	// when that is longer.
+	for _, tc := range []struct {
+		took, early, late time.Duration
+	}{
+		{took: 10 * time.Millisecond, early: 500 * time.Millisecond, late: 600 * time.Millisecond},
+		{took: 200 * time.Millisecond, early: 1500 * time.Millisecond, late: 600 * time.Millisecond},
+	} {
+		clk.Step(10 * unansweredGap)
+		ct.took = func() { clk.Step(tc.took) }
+		p.RequestResync()
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		n := len(ct.families)
+		clk.Step(tc.early)
+		p.RequestResync()
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(ct.families) != n {
+			t.Errorf("a pass %v after one that took %v: want it deferred", tc.took+tc.early, tc.took)
+		}
+		// The deferred pass is owed: the next sync makes it, although it changes
+		// nothing (Run syncs when it is due).
+		clk.Step(tc.late)
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(ct.families) != n+1 {
+			t.Errorf("a pass %v after one that took %v, owed by a deferred one: want it run", tc.took+tc.early+tc.late, tc.took)
+		}
+		clk.Step(10 * unansweredGap)
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(ct.families) != n+1 {
+			t.Errorf("a sync that changed nothing, with no pass owed, dumped the table")
+		}
 	}
 }
