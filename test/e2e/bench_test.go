@@ -213,8 +213,8 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 	if err := <-cpuProfiled; err != nil {
 		return nil, err
 	}
-	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, control plane's %.2f s, load %.1f), RSS %.0f MiB, peak %.0f MiB",
-		kind, n, r.ColdSecs, r.ColdCPU, cpCPU, r.Load, r.RSSMiB, r.HWMMiB)
+	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, control plane's %.2f s, load %.1f), RSS %.0f MiB (anonymous %.0f, file %.0f), peak %.0f MiB",
+		kind, n, r.ColdSecs, r.ColdCPU, cpCPU, r.Load, r.RSSMiB, procMiB(p.pid(), "RssAnon:"), procMiB(p.pid(), "RssFile:"), r.HWMMiB)
 
 	var took, writes []time.Duration
 	for s := 1; s <= changes; s++ {
