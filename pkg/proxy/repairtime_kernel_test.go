@@ -169,6 +169,8 @@ type prober struct {
 	e       *kenv
 	port    atomic.Int32
 	sockets chan chan socketResult
+	// giveUp ends a try that was never repaired (probeGiveUp unless set).
+	giveUp time.Duration
 }
 
 type socketResult struct {
@@ -177,7 +179,7 @@ type socketResult struct {
 }
 
 func newProber(t *testing.T, e *kenv) *prober {
-	pr := &prober{e: e, sockets: make(chan chan socketResult)}
+	pr := &prober{e: e, sockets: make(chan chan socketResult), giveUp: probeGiveUp}
 	pr.port.Store(10000)
 	ready := make(chan error, 1)
 	go func() {
@@ -226,7 +228,7 @@ func (pr *prober) fault(t *testing.T, f repairFault) repairTry {
 	var done []probe
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
-	giveUp := time.After(probeGiveUp)
+	giveUp := time.After(pr.giveUp)
 	flushErr := make(chan error, 1)
 	var flushed time.Time // when the commit returned
 	start := time.Now()
@@ -266,7 +268,7 @@ func (pr *prober) fault(t *testing.T, f repairFault) repairTry {
 				break wait
 			case <-giveUp:
 				inflight.Wait()
-				t.Fatalf("%s: the Service did not answer a new connection within %v of the fault (%d attempts)", f.name, probeGiveUp, len(done))
+				t.Fatalf("%s: the Service did not answer a new connection within %v of the fault (%d attempts)", f.name, pr.giveUp, len(done))
 			}
 		}
 	}
