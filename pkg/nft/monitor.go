@@ -79,15 +79,15 @@ func portID(c *netlink.Conn) (uint32, error) {
 
 // WatchForeign calls changed whenever a program other than n (another netlink
 // socket) commits a transaction that changes table `family table` in n's network
-// namespace (once per transaction, after it), and
-// when notifications were lost (the socket overran), since one of them may have been
-// such a change. It subscribes to nf_tables' notifications (NFNLGRP_NFTABLES), in
-// which the kernel tags every changed table, chain, rule, set, element and object
-// with the port id of the socket whose transaction made it: those of n's own
-// transactions are skipped without decoding. It returns when ctx ends (nil), or on a
-// socket error. changed is called from WatchForeign's goroutine and must not block
-// for long: notifications queue meanwhile.
-func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string, changed func()) error {
+// namespace (once per transaction, after it, with the parts it changed), and with
+// Parts.All when notifications were lost (the socket overran), since one of them may
+// have been such a change. It subscribes to nf_tables' notifications
+// (NFNLGRP_NFTABLES), in which the kernel tags every changed table, chain, rule,
+// set, element and object with the port id of the socket whose transaction made it:
+// those of n's own transactions are skipped without decoding. It returns when ctx
+// ends (nil), or on a socket error. changed is called from WatchForeign's goroutine
+// and must not block for long: notifications queue meanwhile.
+func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string, changed func(Parts)) error {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
 	if err != nil {
 		return fmt.Errorf("dial netlink for nftables notifications: %w", err)
@@ -104,19 +104,19 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 	if err := conn.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
 		return fmt.Errorf("subscribe to nftables notifications: %w", err)
 	}
-	// foreign: the transaction being read changed the table. One call per
+	// parts: what the transaction being read changed in the table. One call per
 	// transaction, at its end: deleting a table notifies every object in it, over
 	// several reads, and a call per read would spend the caller's rate limit on one
 	// change.
-	foreign := false
+	var parts Parts
 	for {
 		msgs, err := conn.Receive()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if errors.Is(err, unix.ENOBUFS) {
-			foreign = false
-			changed()
+			parts = Parts{}
+			changed(Parts{All: true})
 			continue
 		}
 		if err != nil {
@@ -124,13 +124,13 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 		}
 		for _, m := range msgs {
 			if endOfTransaction(m) {
-				if foreign {
-					changed()
+				if !parts.Empty() {
+					changed(parts)
 				}
-				foreign = false
+				parts = Parts{}
 				continue
 			}
-			foreign = foreign || ForeignChange(m, family, table, n.ports.has)
+			addForeignPart(&parts, m, family, table, n.ports.has)
 		}
 	}
 }
@@ -144,28 +144,68 @@ func endOfTransaction(m netlink.Message) bool {
 // ForeignChange reports whether notification m is a change to table `family table`
 // that a socket for which ours is false made.
 func ForeignChange(m netlink.Message, family Family, table string, ours func(portID uint32) bool) bool {
+	var p Parts
+	addForeignPart(&p, m, family, table, ours)
+	return !p.Empty()
+}
+
+// addForeignPart adds to p the part of table `family table` that notification m
+// says a socket for which ours is false changed, if any.
+func addForeignPart(p *Parts, m netlink.Message, family Family, table string, ours func(portID uint32) bool) {
 	if int(m.Header.Type)>>8 != unix.NFNL_SUBSYS_NFTABLES {
-		return false
+		return
 	}
+	// The attribute that names the changed object within the table, by kind.
+	var nameAttr uint16
+	var add func(string)
 	switch int(m.Header.Type) & 0xff {
 	case unix.NFT_MSG_NEWGEN, unix.NFT_MSG_TRACE:
 		// The end of a transaction, and packet traces: neither names a table.
-		return false
+		return
+	case unix.NFT_MSG_NEWTABLE, unix.NFT_MSG_DELTABLE:
+		add = func(string) { p.Table = true }
+	case unix.NFT_MSG_NEWCHAIN, unix.NFT_MSG_DELCHAIN:
+		nameAttr, add = unix.NFTA_CHAIN_NAME, p.addChain
+	case unix.NFT_MSG_NEWRULE, unix.NFT_MSG_DELRULE:
+		nameAttr, add = unix.NFTA_RULE_CHAIN, p.addChain
+	case unix.NFT_MSG_NEWSET, unix.NFT_MSG_DELSET:
+		nameAttr, add = unix.NFTA_SET_NAME, p.addSet
+	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM:
+		nameAttr, add = unix.NFTA_SET_ELEM_LIST_SET, p.addSet
+	default:
+		// Objects, flowtables: not named by chain or set.
+		add = func(string) { p.All = true }
 	}
 	if len(m.Data) < 4 || Family(m.Data[0]) != family || ours(m.Header.PID) {
-		return false
+		return
 	}
 	ad, err := nlkit.Msg(m.Data)
 	if err != nil {
-		return false
+		return
 	}
 	// Attribute 1 names the table in every object's message: NFTA_TABLE_NAME,
 	// NFTA_CHAIN_TABLE, NFTA_RULE_TABLE, NFTA_SET_TABLE, NFTA_SET_ELEM_LIST_TABLE,
 	// NFTA_OBJ_TABLE, NFTA_FLOWTABLE_TABLE.
+	ourTable, name, named := false, "", false
 	for ad.Next() {
-		if ad.Type() == unix.NFTA_TABLE_NAME {
-			return nlkit.CString(ad.Bytes()) == table
+		switch ad.Type() {
+		case unix.NFTA_TABLE_NAME:
+			if nlkit.CString(ad.Bytes()) != table {
+				return
+			}
+			ourTable = true
+		case nameAttr:
+			if nameAttr != 0 {
+				name, named = nlkit.CString(ad.Bytes()), true
+			}
 		}
 	}
-	return false
+	switch {
+	case !ourTable:
+	case nameAttr != 0 && !named:
+		// A change to our table that does not say which object: read it all.
+		p.All = true
+	default:
+		add(name)
+	}
 }

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/mdlayher/netlink"
@@ -74,5 +75,38 @@ func TestOwnPortsKeepsTheLastFew(t *testing.T) {
 		if !o.has(id) {
 			t.Errorf("port id %d forgotten", id)
 		}
+	}
+}
+
+// Each notification names the part of the table it changed (attribute 2 is
+// "some-chain" in every test notification: the rule's chain, the set's name, the
+// elements' set), so that a repair reads back only that.
+func TestForeignPartNamesWhatChanged(t *testing.T) {
+	const other = 200
+	isOurs := func(pid uint32) bool { return false }
+	nft := unix.NFNL_SUBSYS_NFTABLES
+	tests := []struct {
+		name    string
+		msgType int
+		want    Parts
+	}{
+		{"table deleted", unix.NFT_MSG_DELTABLE, Parts{Table: true}},
+		{"rule added", unix.NFT_MSG_NEWRULE, Parts{Chains: map[string]bool{"some-chain": true}}},
+		{"rule deleted", unix.NFT_MSG_DELRULE, Parts{Chains: map[string]bool{"some-chain": true}}},
+		{"set deleted", unix.NFT_MSG_DELSET, Parts{Sets: map[string]bool{"some-chain": true}}},
+		{"elements deleted", unix.NFT_MSG_DELSETELEM, Parts{Sets: map[string]bool{"some-chain": true}}},
+		{"elements added", unix.NFT_MSG_NEWSETELEM, Parts{Sets: map[string]bool{"some-chain": true}}},
+		// The test notification has no NFTA_CHAIN_NAME (3): unnamed, so all.
+		{"chain without a name", unix.NFT_MSG_NEWCHAIN, Parts{All: true}},
+		{"an object", unix.NFT_MSG_NEWOBJ, Parts{All: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got Parts
+			addForeignPart(&got, notification(t, nft, tc.msgType, FamilyIPv4, "svcproxy", other), FamilyIPv4, "svcproxy", isOurs)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("parts %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

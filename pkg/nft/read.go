@@ -33,33 +33,68 @@ func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *Vie
 	// On the shared socket, whose buffers are large enough for the many dump
 	// messages of a large table (see Netlink.batch for why it stays open).
 	v = NewView()
-	err = n.withConn(func(conn *netlink.Conn) error {
-		flags, exists, err := readTable(conn, family, table)
-		if err != nil || !exists {
-			return err
-		}
-		v.TableExists, v.TableFlags = true, flags
-		if err := readSets(conn, family, table, v); err != nil {
-			return err
-		}
-		if err := readChains(conn, family, table, v); err != nil {
-			return err
-		}
-		for _, name := range sortedKeys(v.Chains) {
-			hashes, digests, err := readRules(conn, family, table, name)
-			if err != nil {
-				return err
-			}
-			cv := v.Chains[name]
-			cv.Rules, cv.Exprs = hashes, digests
-			v.Chains[name] = cv
-		}
-		return nil
-	})
+	err = n.withConn(func(conn *netlink.Conn) error { return readInto(conn, family, table, v, nil) })
 	if err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// ReadParts is Read of the named parts only (see Parts): the table's existence and
+// flags, the named chains with their rules, the named sets with their elements. A
+// named part missing from the kernel is missing from the view; other parts are
+// not read. It costs what the named parts hold, not what the table holds.
+func (n *Netlink) ReadParts(ctx context.Context, family Family, table string, p Parts) (v *View, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("read parts of table %s %s: decoder panic: %v", family, table, r)
+		}
+	}()
+	v = NewView()
+	err = n.withConn(func(conn *netlink.Conn) error { return readInto(conn, family, table, v, &p) })
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readInto reads the table into v: all of it, or when p is not nil the parts p
+// names.
+func readInto(conn *netlink.Conn, family Family, table string, v *View, p *Parts) error {
+	flags, exists, err := readTable(conn, family, table)
+	if err != nil || !exists {
+		return err
+	}
+	v.TableExists, v.TableFlags = true, flags
+	wantSet, wantChain := func(string) bool { return true }, func(string) bool { return true }
+	if p != nil {
+		wantSet = func(name string) bool { return p.Sets[name] }
+		wantChain = func(name string) bool { return p.Chains[name] }
+	}
+	if p == nil || len(p.Sets) > 0 {
+		if err := readSets(conn, family, table, v, wantSet); err != nil {
+			return err
+		}
+	}
+	if p != nil && len(p.Chains) == 0 {
+		return nil
+	}
+	if err := readChains(conn, family, table, v, wantChain); err != nil {
+		return err
+	}
+	for _, name := range sortedKeys(v.Chains) {
+		hashes, digests, err := readRules(conn, family, table, name)
+		if err != nil {
+			return err
+		}
+		cv := v.Chains[name]
+		cv.Rules, cv.Exprs = hashes, digests
+		v.Chains[name] = cv
+	}
+	return nil
 }
 
 // readTable asks for the table by name: its flags, or exists false when it is missing.
@@ -99,7 +134,9 @@ func readTable(conn *netlink.Conn, family Family, table string) (flags uint32, e
 // svcproxy cannot represent, or one holding an element it cannot represent, is kept
 // as a definition without key type and without elements: drift that the plan
 // deletes, or that makes Compatible ask for a recreate if the name is one of ours.
-func readSets(conn *netlink.Conn, family Family, table string, v *View) error {
+// Only the sets whose name want accepts are kept (their definitions are few; their
+// elements are what costs).
+func readSets(conn *netlink.Conn, family Family, table string, v *View, want func(string) bool) error {
 	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETSET, uint8(family), []netlink.Attribute{{Type: unix.NFTA_SET_TABLE, Data: []byte(table + "\x00")}})
 	if err != nil {
 		return fmt.Errorf("dump sets of %s: %w", table, err)
@@ -111,7 +148,7 @@ func readSets(conn *netlink.Conn, family Family, table string, v *View) error {
 		case err != nil:
 			return err
 		}
-		if tbl != table || anonymous || s.Name == "" {
+		if tbl != table || anonymous || s.Name == "" || !want(s.Name) {
 			continue // anonymous sets belong to a rule and go away with it
 		}
 		v.Sets[s.Name] = s
@@ -155,8 +192,8 @@ func readElements(conn *netlink.Conn, family Family, table string, s *Set) ([]El
 }
 
 // readChains reads the chains of the table (the kernel dumps every table's chains;
-// other tables' are skipped unread).
-func readChains(conn *netlink.Conn, family Family, table string, v *View) error {
+// other tables' are skipped unread), those whose name want accepts.
+func readChains(conn *netlink.Conn, family Family, table string, v *View, want func(string) bool) error {
 	msgs, err := nlkit.Dump(conn, unix.NFT_MSG_GETCHAIN, uint8(family), []netlink.Attribute{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table + "\x00")}})
 	if err != nil {
 		return fmt.Errorf("list chains: %w", err)
@@ -166,7 +203,7 @@ func readChains(conn *netlink.Conn, family Family, table string, v *View) error 
 		if err != nil {
 			return err
 		}
-		if tbl == table && name != "" {
+		if tbl == table && name != "" && want(name) {
 			v.Chains[name] = cv
 		}
 	}

@@ -78,8 +78,11 @@ type Proxy struct {
 	// programming holds trigger times of changes not yet committed.
 	programming programmingTimes
 
-	mu        sync.Mutex
-	needFull  bool
+	mu       sync.Mutex
+	needFull bool
+	// foreign names what other programs changed in our table since the last sync
+	// took it (noteForeign): a repair reads back and compares only that.
+	foreign   nft.Parts
 	resyncs   uint64        // RequestResync calls, so that a sync clears only those it saw
 	nodeAddrs NodeAddresses // where NodePorts are served (SetNodeAddresses)
 	// serviceCIDRs are the cluster's service CIDRs of this family (SetServiceCIDRs).

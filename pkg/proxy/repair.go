@@ -14,7 +14,7 @@ import (
 // foreignWatcher is a Kernel that reports other programs' changes to a table
 // (nft.Netlink; the fake kernel has no other programs).
 type foreignWatcher interface {
-	WatchForeign(ctx context.Context, family nft.Family, table string, changed func()) error
+	WatchForeign(ctx context.Context, family nft.Family, table string, changed func(nft.Parts)) error
 }
 
 // minRepairInterval bounds how often foreign changes ask for a repair, whatever
@@ -28,20 +28,25 @@ const watchRetry = time.Second
 
 // WatchForeignChanges repairs the table as soon as another program changes it,
 // rather than at the next periodic resync (up to SyncPeriod later): it follows the
-// kernel's nftables notifications and asks for a repair (RequestRepair) at most once
-// per MinSyncPeriod (at least a second); a change seen meanwhile is repaired when
-// that interval ends. Our own transactions' notifications are ignored by the kernel
-// connection. It returns when ctx ends, at once with a kernel that cannot report
-// changes.
+// kernel's nftables notifications, notes the parts they name (noteForeign), and asks
+// for a sync at most once per MinSyncPeriod (at least a second); a change seen
+// meanwhile is repaired when that interval ends. That sync reads back and compares
+// only the named parts (readParts), so a repair costs what the change touched, and
+// at most one runs per interval: CPU is bounded by one repair of what changed per
+// second, whatever another program rewrites in a loop. Our own transactions'
+// notifications are ignored by the kernel connection. It returns when ctx ends, at
+// once with a kernel that cannot report changes.
 func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 	w, ok := p.cfg.Kernel.(foreignWatcher)
 	if !ok {
 		return
 	}
-	t := &throttle{clk: p.cfg.Clock, every: max(p.cfg.MinSyncPeriod, minRepairInterval), fn: p.RequestRepair}
-	changed := func() {
+	t := &throttle{clk: p.cfg.Clock, every: max(p.cfg.MinSyncPeriod, minRepairInterval), fn: p.wake}
+	changed := func(parts nft.Parts) {
 		p.cfg.Metrics.ForeignChanges.Inc()
-		klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName)
+		klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName,
+			"all", parts.All, "tableItself", parts.Table, "chains", len(parts.Chains), "sets", len(parts.Sets))
+		p.noteForeign(parts)
 		t.call()
 	}
 	for {
@@ -51,12 +56,34 @@ func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 		}
 		// Changes made while nobody listened are only found by a resync.
 		klog.ErrorS(err, "Following nftables notifications failed; subscribing again", "retryIn", watchRetry)
+		p.noteForeign(nft.Parts{All: true})
 		t.call()
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.cfg.Clock.After(watchRetry):
 		}
+	}
+}
+
+// noteForeign records that another program changed parts of our table, for the
+// next sync to read back (see readParts); a change not known by name asks for a
+// resync, which reads the whole table.
+func (p *Proxy) noteForeign(parts nft.Parts) {
+	if parts.All {
+		p.RequestResync()
+		return
+	}
+	p.mu.Lock()
+	p.foreign.Add(parts)
+	p.mu.Unlock()
+}
+
+// wake asks for a sync now, without queuing a change for health (see RequestRepair).
+func (p *Proxy) wake() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/svcproxy/svcproxy/internal/netnstest"
@@ -68,6 +69,25 @@ func TestKernelRepairsForeignChangesAtOnce(t *testing.T) {
 		}, time.Second},
 		{"dispatch map flushed", func(c *nftables.Conn) {
 			c.FlushSet(&nftables.Set{Table: tb, Name: mapServiceIPs})
+		}, time.Second},
+		// Additions are repaired too: the notifications name the part, and the
+		// repair deletes what we do not render.
+		{"chain added", func(c *nftables.Conn) {
+			c.AddChain(&nftables.Chain{Table: tb, Name: "intruder"})
+		}, time.Second},
+		{"set added", func(c *nftables.Conn) {
+			c.AddSet(&nftables.Set{Table: tb, Name: "intruder", KeyType: nftables.TypeIPAddr}, nil)
+		}, time.Second},
+		{"dispatch map element added", func(c *nftables.Conn) {
+			s, err := c.GetSetByName(tb, mapServiceIPs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 10.96.0.99 . tcp . 80 : drop.
+			key := append(append([]byte{10, 96, 0, 99}, 6, 0, 0, 0), 0, 80, 0, 0)
+			if err := c.SetAddElements(s, []nftables.SetElement{{Key: key, VerdictData: &expr.Verdict{Kind: expr.VerdictDrop}}}); err != nil {
+				t.Fatal(err)
+			}
 		}, time.Second},
 		{"table deleted right after the last repair", func(c *nftables.Conn) { c.DelTable(tb) }, 0},
 	}

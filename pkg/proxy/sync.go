@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
 // bigTransaction is the size above which a sync returns freed memory to the OS.
@@ -72,8 +74,13 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	}
 	defer unlock()
 	gen0, genErr := p.cfg.Kernel.Generation(ctx)
-	read, err := p.refreshView(ctx, full, start, gen0, genErr)
+	p.mu.Lock()
+	parts := p.foreign // what other programs changed, for refreshView to read back
+	p.foreign = nft.Parts{}
+	p.mu.Unlock()
+	read, err := p.refreshView(ctx, full, parts, start, gen0, genErr)
 	if err != nil {
+		p.noteForeign(parts) // still to read back
 		p.fail()
 		return err
 	}
