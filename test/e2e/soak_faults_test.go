@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,8 @@ var notApplied = []string{
 }
 
 // runFaults injects faults until deadline: rounds of every applicable
-// kind in a seeded random order, each on a seeded random node, with a
+// kind in a seeded random order (the first round led by the kinds named in
+// SOAK_FIRST, comma-separated), each on a seeded random node, with a
 // seeded 2-4 s pause between them; a fault starts only if it fits before
 // the deadline.
 func (s *soak) runFaults(deadline time.Time) {
@@ -124,8 +126,23 @@ func (s *soak) runFaults(deadline time.Time) {
 		}
 		usable = append(usable, k)
 	}
-	for {
+	first := strings.Split(os.Getenv("SOAK_FIRST"), ",")
+	for round := 0; ; round++ {
 		order := s.rng.Perm(len(usable))
+		if round == 0 {
+			// SOAK_FIRST: the kinds named lead the first round, so that a
+			// short run is sure to inject them; the rest keep the seed's order.
+			slices.SortStableFunc(order, func(a, b int) int {
+				fa, fb := slices.Contains(first, usable[a].name), slices.Contains(first, usable[b].name)
+				switch {
+				case fa && !fb:
+					return -1
+				case fb && !fa:
+					return 1
+				}
+				return 0
+			})
+		}
 		started := 0
 		for _, i := range order {
 			k := usable[i]

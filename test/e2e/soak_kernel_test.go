@@ -299,18 +299,31 @@ func (s *soak) holdForeign(f *faultRecord) {
 
 const cgroupRoot = "/sys/fs/cgroup"
 
+// cgroupV1Memory is where a cgroup v1 machine mounts the memory controller.
+const cgroupV1Memory = "/sys/fs/cgroup/memory"
+
 // needsCgroupMemory: the memory-limit fault moves the proxy into a cgroup
-// of its own under the cgroup v2 root, which needs the memory controller
-// enabled for the root's children already (the soak enables nothing).
+// of its own: under the cgroup v2 root, which needs the memory controller
+// enabled for the root's children already (the soak enables nothing), or
+// under the cgroup v1 memory hierarchy.
 func needsCgroupMemory(s *soak) string {
+	if cgroupV1() {
+		return ""
+	}
 	b, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"))
 	if err != nil {
-		return "no cgroup v2 hierarchy at " + cgroupRoot
+		return "no cgroup v2 hierarchy at " + cgroupRoot + ", no cgroup v1 memory controller at " + cgroupV1Memory
 	}
 	if !slices.Contains(strings.Fields(string(b)), "memory") {
 		return "the cgroup v2 root does not delegate the memory controller"
 	}
 	return ""
+}
+
+// cgroupV1 reports whether the memory controller is mounted as cgroup v1.
+func cgroupV1() bool {
+	_, err := os.Stat(filepath.Join(cgroupV1Memory, "memory.limit_in_bytes"))
+	return err == nil
 }
 
 // memoryLimit moves the node's proxy into a new cgroup whose memory.max
@@ -327,6 +340,10 @@ func (s *soak) memoryLimit(f *faultRecord) {
 	rss, err := rssKiB(pid)
 	if err != nil {
 		f.err = err
+		return
+	}
+	if cgroupV1() {
+		s.memoryLimitV1(f, p, pid, rss)
 		return
 	}
 	orig, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -362,6 +379,76 @@ func (s *soak) memoryLimit(f *faultRecord) {
 	}
 	f.note = fmt.Sprintf("memory.max %d MiB (RSS %d MiB), peak in the cgroup %s B, events: %s", limit>>20, rss>>10,
 		strings.TrimSpace(string(peak)), strings.Join(strings.Fields(string(events)), " "))
+	if p.exited() {
+		f.blocksChanges = true
+		f.note += "; the proxy died (" + errString(p.Err()) + "), restarted"
+		s.restartProxy(n, f)
+	}
+}
+
+// memoryLimitV1 is memoryLimit on a cgroup v1 machine: a new memory cgroup
+// directly under the hierarchy's root, named uniquely (the harness's prefix,
+// the node, the pid), with memory.limit_in_bytes twice the proxy's RSS and
+// memory.move_charge_at_immigrate set, so that the pages the proxy has are
+// charged to it and the limit bounds the whole process (where the kernel
+// still moves charges; the note says whether it took). For 20 s, then the
+// proxy goes back to its memory cgroup and the new one is removed.
+func (s *soak) memoryLimitV1(f *faultRecord, p *proc, pid, rss int) {
+	n := f.node
+	orig, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		f.err = err
+		return
+	}
+	origPath := ""
+	for _, line := range strings.Split(string(orig), "\n") {
+		// hierarchy-id:controllers:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "memory") {
+			origPath = parts[2]
+		}
+	}
+	if origPath == "" {
+		f.err = fmt.Errorf("no memory cgroup in /proc/%d/cgroup: %s", pid, orig)
+		return
+	}
+	dir := filepath.Join(cgroupV1Memory, fmt.Sprintf("%ssoak-%s-%d", s.c.prefix, n.short, pid))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		f.err = err
+		return
+	}
+	defer func() {
+		if err := os.Remove(dir); err != nil {
+			f.note += "; removing " + dir + ": " + err.Error()
+		}
+	}()
+	moved := "charges moved"
+	if err := os.WriteFile(filepath.Join(dir, "memory.move_charge_at_immigrate"), []byte("3"), 0o644); err != nil {
+		moved = "charges not moved (" + err.Error() + ")"
+	}
+	limit := 2 * rss * 1024
+	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.Itoa(limit)), 0o644); err != nil {
+		f.err = err
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		f.err = fmt.Errorf("move pid %d: %w", pid, err)
+		return
+	}
+	usage0, _ := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	time.Sleep(20 * time.Second)
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.Join(strings.Fields(string(b)), " ")
+	}
+	peak, failcnt, oom := read("memory.max_usage_in_bytes"), read("memory.failcnt"), read("memory.oom_control")
+	if !p.exited() {
+		if err := os.WriteFile(filepath.Join(cgroupV1Memory, origPath, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			f.err = fmt.Errorf("move pid %d back to %s: %w", pid, origPath, err)
+		}
+	}
+	f.note = fmt.Sprintf("cgroup v1: memory.limit_in_bytes %d MiB (RSS %d MiB), %s (usage on entry %s B), peak %s B, failcnt %s, oom_control: %s",
+		limit>>20, rss>>10, moved, strings.TrimSpace(string(usage0)), peak, failcnt, oom)
 	if p.exited() {
 		f.blocksChanges = true
 		f.note += "; the proxy died (" + errString(p.Err()) + "), restarted"

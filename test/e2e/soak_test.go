@@ -41,7 +41,11 @@ type soakConfig struct {
 // command is the make command that repeats this run's faults, with the
 // duration as given (hack/soak.sh takes a whole number of h, m or s).
 func (cfg soakConfig) command(c *cluster) string {
-	return fmt.Sprintf("SOAK_SEED=%d SOAK_DURATION=%s PROXY=%s E2E_FAMILY=%s make soak", cfg.seed, os.Getenv("SOAK_DURATION"), c.proxyKind, c.family)
+	first := ""
+	if v := os.Getenv("SOAK_FIRST"); v != "" {
+		first = fmt.Sprintf("SOAK_FIRST=%q ", v)
+	}
+	return fmt.Sprintf("%sSOAK_SEED=%d SOAK_DURATION=%s PROXY=%s E2E_FAMILY=%s make soak", first, cfg.seed, os.Getenv("SOAK_DURATION"), c.proxyKind, c.family)
 }
 
 func soakSettings(t *testing.T) soakConfig {
