@@ -176,7 +176,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TxObjects: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_sync_transaction_objects",
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
-			Help: "Time to read svcproxy's table back from the kernel (start-up adoption and drift checks)", Buckets: syncBuckets}),
+			Help: "Time to read svcproxy's whole table back from the kernel (start-up adoption and drift checks; not the repair of parts another program changed)", Buckets: syncBuckets}),
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 		ForeignChanges: plainCounter("svcproxy_foreign_table_changes_total",
