@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"maps"
 	"strings"
 )
 
@@ -50,12 +49,6 @@ func (p *Parts) addSet(name string) {
 		p.Sets = map[string]bool{}
 	}
 	p.Sets[name] = true
-}
-
-// Clone returns a copy of p that shares no map with it.
-func (p Parts) Clone() Parts {
-	p.Chains, p.Sets = maps.Clone(p.Chains), maps.Clone(p.Sets)
-	return p
 }
 
 // inSets returns whether an element ID belongs to one of the named sets: a set's

@@ -32,8 +32,9 @@ const watchRetry = time.Second
 // for a sync at most once per MinSyncPeriod (at least a second); a change seen
 // meanwhile is repaired when that interval ends. That sync reads back and compares
 // only the named parts (readParts), so a repair costs what the change touched, and
-// at most one runs per interval: CPU is bounded by one repair of what changed per
-// second, whatever another program rewrites in a loop. Our own transactions'
+// the watcher asks for at most one per interval: whatever another program rewrites
+// in a loop, CPU is bounded by one repair of what changed per interval, plus what
+// syncs that run anyway for Service changes (spaced by MinSyncPeriod) take along. Our own transactions'
 // notifications are ignored by the kernel connection. It returns when ctx ends, at
 // once with a kernel that cannot report changes.
 func (p *Proxy) WatchForeignChanges(ctx context.Context) {
