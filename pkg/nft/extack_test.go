@@ -1,49 +1,14 @@
 package nft
 
 import (
-	"encoding/binary"
 	"syscall"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/internal/nlkit"
+	"github.com/svcproxy/svcproxy/internal/nlkit/nlkittest"
 )
 
-// ackBytes builds (as internal/nlkit's tests do) an NLMSG_ERROR datagram as the kernel sends it: a capped ack of
-// request seq with extended-ack TLVs.
-func ackBytes(errno syscall.Errno, seq uint32, msg string, offs uint32, flags uint16) []byte {
-	ne := binary.NativeEndian
-	var tlvs []byte
-	attr := func(typ uint16, v []byte) {
-		tlvs = ne.AppendUint16(tlvs, uint16(4+len(v)))
-		tlvs = ne.AppendUint16(tlvs, typ)
-		tlvs = append(tlvs, v...)
-		for len(tlvs)%4 != 0 {
-			tlvs = append(tlvs, 0)
-		}
-	}
-	if msg != "" {
-		attr(1 /* NLMSGERR_ATTR_MSG */, append([]byte(msg), 0))
-	}
-	if offs != 0 {
-		attr(2 /* NLMSGERR_ATTR_OFFS */, ne.AppendUint32(nil, offs))
-	}
-	var payload []byte
-	payload = ne.AppendUint32(payload, uint32(-int32(errno)))
-	// The request's header: length 100, type NEWSETELEM, seq.
-	payload = ne.AppendUint32(payload, 100)
-	payload = ne.AppendUint16(payload, 0xa0c)
-	payload = ne.AppendUint16(payload, 5)
-	payload = ne.AppendUint32(payload, seq)
-	payload = ne.AppendUint32(payload, 0)
-	payload = append(payload, tlvs...)
-	var b []byte
-	b = ne.AppendUint32(b, uint32(nlkit.HdrLen+len(payload)))
-	b = ne.AppendUint16(b, nlkit.Error)
-	b = ne.AppendUint16(b, flags)
-	b = ne.AppendUint32(b, seq)
-	b = ne.AppendUint32(b, 0)
-	return append(b, payload...)
-}
+var ackBytes = nlkittest.AckBytes
 
 // FuzzParseAck feeds arbitrary bytes to the reply decoders, as a hostile or buggy
 // kernel might: they must never panic, and what they decode must stay in bounds.

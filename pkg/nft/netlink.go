@@ -139,6 +139,32 @@ func (n *Netlink) conn() (*nftables.Conn, error) {
 	return nftables.New(opts...)
 }
 
+// queueSetsAndChains queues tx's new sets and chains on c, and returns the sets by
+// name and the context its rules are encoded in (set IDs within the batch).
+func queueSetsAndChains(c *nftables.Conn, t *nftables.Table, tx *Tx) (map[string]*nftables.Set, *encCtx, error) {
+	sets := map[string]*nftables.Set{}
+	for _, s := range tx.AddSets {
+		ns, err := netlinkSet(t, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := c.AddSet(ns, nil); err != nil {
+			return nil, nil, fmt.Errorf("add set %s: %w", s.Name, err)
+		}
+		sets[s.Name] = ns
+	}
+	ctx := &encCtx{family: tx.Family, setID: func(name string) uint32 {
+		if s, ok := sets[name]; ok {
+			return s.ID
+		}
+		return 0
+	}}
+	for _, ch := range tx.NewChains {
+		c.AddChain(netlinkChain(t, ch))
+	}
+	return sets, ctx, nil
+}
+
 // Apply sends the transaction as one netlink batch.
 func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 	if err := callCtx.Err(); err != nil {
@@ -153,25 +179,9 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 		c.DelTable(t)
 	}
 	c.AddTable(t)
-	sets := map[string]*nftables.Set{}
-	for _, s := range tx.AddSets {
-		ns, err := netlinkSet(t, s)
-		if err != nil {
-			return err
-		}
-		if err := c.AddSet(ns, nil); err != nil {
-			return fmt.Errorf("add set %s: %w", s.Name, err)
-		}
-		sets[s.Name] = ns
-	}
-	ctx := &encCtx{family: tx.Family, setID: func(name string) uint32 {
-		if s, ok := sets[name]; ok {
-			return s.ID
-		}
-		return 0
-	}}
-	for _, ch := range tx.NewChains {
-		c.AddChain(netlinkChain(t, ch))
+	_, ctx, err := queueSetsAndChains(c, t, tx)
+	if err != nil {
+		return err
 	}
 	// The library encodes the table, sets, chains and rules; the elements,
 	// most of a big transaction, are encoded here (elemmsg.go), in their place

@@ -76,25 +76,9 @@ func libraryConn(b *testing.B, nsFd int) *nftables.Conn {
 func libraryApply(c *nftables.Conn, tx *Tx) error {
 	t := &nftables.Table{Family: nftables.TableFamily(tx.Family), Name: tx.Table}
 	c.AddTable(t)
-	sets := map[string]*nftables.Set{}
-	for _, s := range tx.AddSets {
-		ns, err := netlinkSet(t, s)
-		if err != nil {
-			return err
-		}
-		if err := c.AddSet(ns, nil); err != nil {
-			return err
-		}
-		sets[s.Name] = ns
-	}
-	ctx := &encCtx{family: tx.Family, setID: func(name string) uint32 {
-		if s, ok := sets[name]; ok {
-			return s.ID
-		}
-		return 0
-	}}
-	for _, ch := range tx.NewChains {
-		c.AddChain(netlinkChain(t, ch))
+	sets, ctx, err := queueSetsAndChains(c, t, tx)
+	if err != nil {
+		return err
 	}
 	bySet := map[string][]nftables.SetElement{}
 	var order []string
