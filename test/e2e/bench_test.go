@@ -226,6 +226,10 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 			return nil, fmt.Errorf("change %d: %w", s, err)
 		}
 		took, writes = append(took, d), append(writes, write)
+		if d > 10*time.Millisecond { // the tail: its time, to find in the proxy's log
+			c.logf("bench: %s at %d Services: change %d took %.1f ms (the write %.1f ms), written at %s", kind, n, s,
+				float64(d)/1e6, float64(write)/1e6, time.Now().Add(-d).UTC().Format("15:04:05.000"))
+		}
 	}
 	if p.exited() {
 		return nil, fmt.Errorf("%s exited: %v", kind, p.Err())
