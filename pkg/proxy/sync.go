@@ -62,9 +62,11 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		refreshOnDemand(p.desired)
 	}
 	logConflicts(p.desired)
+	rendered := p.cfg.Clock.Now()
 
 	p.commits = 0
 	p.cfg.Ledger.lock()
+	locked0 := p.cfg.Clock.Now()
 	locked := true
 	unlock := func() {
 		if locked {
@@ -84,8 +86,10 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		p.fail()
 		return err
 	}
+	readDone := p.cfg.Clock.Now()
 	objects, syncErr := p.applyChanges(ctx)
 	committed := p.cfg.Clock.Now()
+	p.phases = syncPhases{render: rendered.Sub(start), ledger: locked0.Sub(rendered), read: readDone.Sub(locked0), apply: committed.Sub(readDone)}
 	p.programming.observe(p.settle(), committed, p.cfg.Metrics)
 	if syncErr != nil && objects == 0 {
 		return syncErr
@@ -180,7 +184,19 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	// Unlike OnSynced, also when another Service was refused: a Service's local
 	// endpoints are counted from what the cluster says, and the count must not stall.
 	p.health.notify(p.cfg.OnHealthCheckServices)
-	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start))
+	ph := p.phases
+	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start),
+		"render", ph.render, "waitLedger", ph.ledger, "generationAndRead", ph.read, "apply", ph.apply)
 }
 
 func (p *Proxy) fail() { p.cfg.Metrics.SyncFailures.Inc() }
+
+// syncPhases is how long the last sync took up to its commit, step by step: what a
+// change waits for before the kernel has it (the rest of "elapsed" comes after the
+// commit: conntrack, health). The "Synced" log line carries them.
+type syncPhases struct {
+	render time.Duration // tracker changes taken, Services rendered into the desired ruleset
+	ledger time.Duration // waiting for the other family's proxy to finish its commit
+	read   time.Duration // the kernel's generation, and any read back
+	apply  time.Duration // plan and transaction, until the kernel acknowledged it
+}
