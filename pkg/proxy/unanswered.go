@@ -13,35 +13,47 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
+// unansweredGap is the least time between two passes. Under churn the proxy syncs
+// every few tens of milliseconds, and a pass after each took 8% of a core at 30k
+// Services with 20k entries in the node's table (make bench's churn, 2026-12-04:
+// 10.2 CPU seconds a minute with the passes, 5.4 without), as much as the syncs
+// themselves. An unanswered SYN is retransmitted 1 s, then 3 s after the first:
+// a pass at most a second after the sync still lets the 3 s one through.
+const unansweredGap = time.Second
+
+// unansweredDelay is how long after a sync that changed the kernel its pass waits.
+// The pass walks the node's whole conntrack table in the kernel (~15 ms at 30k
+// entries) just when clients make their first connections to what the sync
+// changed: run right after the commit, it put the one-change latency's tail at
+// 11-16 ms against 7 ms without it (make bench's side by side at 30k, 60 changes,
+// 2026-12-04). A quarter of a second still comes before the first retransmission.
+const unansweredDelay = 250 * time.Millisecond
+
 // reconcileUnanswered deletes the conntrack entries of TCP SYNs nobody answered
 // that go to a Service address without being translated to one of its endpoints:
 // sent before the Service had rules or endpoints, or translated to an endpoint that
 // has gone. Each retransmission follows such an entry, and so does a later
 // connection that gets the same source port while it lives (120 s, renewed by every
 // SYN): the client times out although the Service works. kube-proxy leaves them;
-// svcproxy deletes them after every sync that changed the kernel and on resyncs.
-// The kernel filters the dump (Linux 6.1+), so a table of answered connections
-// costs a walk of the table, not their transfer: ~0.7 µs of CPU per entry
-// (BenchmarkReconcile's kernel-filtered dump), which a busy node's hundreds of
-// thousands of entries make worth bounding: the next pass waits at least ten times
-// as long as the last one took, as the drift check's reads do, and at least
-// unansweredGap.
-// unansweredGap is the least time between two passes. Under churn the proxy syncs
-// every few tens of milliseconds, and a pass after each took 8% of a core at 30k
-// Services with 20k entries in the node's table (make bench's churn, 2026-12-04:
-// 10.2 CPU seconds a minute with the passes, 5.4 without), as much as the syncs
-// themselves. An unanswered SYN is retransmitted 1 s, then 3 s after the first:
-// a pass at most a second after the sync still lets the 3 s one through, and the
-// first change after a quiet second gets its pass at once.
-const unansweredGap = time.Second
-
+// svcproxy deletes them after every sync that changed the kernel and on resyncs:
+// such a sync owes a pass, made by the first sync unansweredDelay after it (the
+// loop syncs then). The kernel filters the dump (Linux 6.1+), so a table of
+// answered connections costs a walk of the table, not their transfer: ~0.7 µs of
+// CPU per entry (BenchmarkReconcile's kernel-filtered dump), which a busy node's
+// hundreds of thousands of entries make worth bounding: the next pass waits at
+// least ten times as long as the last one took, as the drift check's reads do, and
+// at least unansweredGap.
 func (p *Proxy) reconcileUnanswered(snap endpoints.Snapshot, run bool) {
 	if p.cfg.Conntrack == nil || !(run || p.unansweredOwed) {
 		return
 	}
 	start := p.cfg.Clock.Now()
-	if start.Before(p.nextUnanswered) {
+	if !p.unansweredOwed {
 		p.unansweredOwed = true
+		p.nextUnanswered = later(p.nextUnanswered, start.Add(unansweredDelay))
+		return
+	}
+	if start.Before(p.nextUnanswered) {
 		return
 	}
 	p.unansweredOwed = false
@@ -102,4 +114,11 @@ func (p *Proxy) tcpServing(snap endpoints.Snapshot, keys []conntrack.Service) co
 		}
 	}
 	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

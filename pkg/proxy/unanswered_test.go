@@ -31,11 +31,25 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := New(Config{Tracker: tr, Kernel: nft.NewFake(), Conntrack: ct, Clock: clk})
+	// syncAndPass syncs, then syncs again when the pass that sync owes is due (the
+	// loop's timer): a pass never runs right after the commit.
+	syncAndPass := func(what string) {
+		t.Helper()
+		n := len(ct.families)
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if len(ct.families) != n {
+			t.Fatalf("%s: the pass ran right after the commit, want it %v later", what, unansweredDelay)
+		}
+		clk.Step(unansweredDelay)
+		if err := p.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tr.OnServiceAdd(testService("web", "10.96.0.10", false, httpPort, dnsPort))
 	tr.OnEndpointSliceAdd(testSlice("web", readyEP("pod1"), readyEP("pod2")))
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	syncAndPass("the first sync")
 	if !slices.Equal(ct.families, []uint8{unix.AF_INET}) {
 		t.Fatalf("unanswered reconciles after the first sync: families %v, want one of AF_INET", ct.families)
 	}
@@ -56,9 +70,7 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 
 	clk.Step(unansweredGap)
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod1")))
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	syncAndPass("an endpoint removed")
 	if got, want := ct.unanswered[web], []netip.AddrPort{pod("pod1", 80)}; !slices.Equal(got, want) {
 		t.Errorf("unanswered entries towards %v: %v, want %v", web, got, want)
 	}
@@ -69,9 +81,7 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 	clk.Step(unansweredGap) // past the least gap between passes
 	p.RequestResync()
 	ct.unanswered[web] = append(ct.unanswered[web], pod("pod3", 80))
-	if err := p.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	syncAndPass("a resync")
 	if got, want := ct.unanswered[web], []netip.AddrPort{pod("pod1", 80)}; !slices.Equal(got, want) {
 		t.Errorf("after a resync, unanswered entries towards %v: %v, want %v", web, got, want)
 	}
@@ -87,9 +97,7 @@ func TestUnansweredSYNsTowardsServices(t *testing.T) {
 		clk.Step(10 * unansweredGap)
 		ct.took = func() { clk.Step(tc.took) }
 		p.RequestResync()
-		if err := p.Sync(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		syncAndPass("a resync")
 		n := len(ct.families)
 		clk.Step(tc.early)
 		p.RequestResync()
