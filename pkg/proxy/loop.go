@@ -62,8 +62,8 @@ func (p *Proxy) Run(ctx context.Context, waitReady func(context.Context) bool) e
 	// drift fires when a drift check that was deferred (see refreshView) is due:
 	// dropping it would leave a repair asked for now until the next periodic resync.
 	var drift <-chan time.Time
-	// unanswered fires when a pass over unanswered SYNs that a sync skipped is due
-	// (see reconcileUnanswered): the next sync makes it.
+	// unanswered fires when the pass over unanswered SYNs that a sync owes is due
+	// (see reconcileUnanswered): the sync it wakes makes it.
 	var unanswered <-chan time.Time
 	p.Trigger()
 	for {
