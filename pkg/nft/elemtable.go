@@ -194,17 +194,6 @@ func (t *elementTable) all() iter.Seq2[string, elementEntry] {
 	}
 }
 
-// ids yields every ID.
-func (t *elementTable) ids() iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for id := range t.all() {
-			if !yield(id) {
-				return
-			}
-		}
-	}
-}
-
 // getOrZero is id's entry, or the zero entry, as a Go map's index expression.
 func (t *elementTable) getOrZero(id string) elementEntry {
 	e, _ := t.get(id)

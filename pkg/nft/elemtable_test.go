@@ -105,7 +105,7 @@ func TestElementTablePutReplacesKey(t *testing.T) {
 	tab.put(old, elementEntry{at: 1})
 	next := string([]byte("set\x00key"))
 	tab.put(next, elementEntry{at: 2})
-	for id := range tab.ids() {
+	for id := range tab.all() {
 		if unsafe.StringData(id) != unsafe.StringData(next) {
 			t.Fatalf("the table keeps the first key string after a put of an equal one")
 		}

@@ -141,14 +141,6 @@ func endOfTransaction(m netlink.Message) bool {
 	return m.Header.Type == nlkit.NftType(unix.NFT_MSG_NEWGEN)
 }
 
-// ForeignChange reports whether notification m is a change to table `family table`
-// that a socket for which ours is false made.
-func ForeignChange(m netlink.Message, family Family, table string, ours func(portID uint32) bool) bool {
-	var p Parts
-	addForeignPart(&p, m, family, table, ours)
-	return !p.Empty()
-}
-
 // addForeignPart adds to p the part of table `family table` that notification m
 // says a socket for which ours is false changed, if any.
 func addForeignPart(p *Parts, m netlink.Message, family Family, table string, ours func(portID uint32) bool) {

@@ -54,8 +54,10 @@ func TestForeignChange(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ForeignChange(tc.msg, FamilyIPv4, "svcproxy", isOurs); got != tc.want {
-				t.Fatalf("ForeignChange = %v, want %v", got, tc.want)
+			var p Parts
+			addForeignPart(&p, tc.msg, FamilyIPv4, "svcproxy", isOurs)
+			if got := !p.Empty(); got != tc.want {
+				t.Fatalf("a foreign change: %v (%+v), want %v", got, p, tc.want)
 			}
 		})
 	}

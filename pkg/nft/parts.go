@@ -125,22 +125,7 @@ func (v *View) ReplaceParts(part *View, p Parts) {
 // plan.
 func (r *Ruleset) MarkPartsDirty(v *View, p Parts) {
 	if len(p.Chains) > 0 {
-		owned := map[string]bool{}
-		for owner, f := range r.owners {
-			for _, cs := range [][]*Chain{f.chains, f.shared} {
-				for _, c := range cs {
-					if p.Chains[c.Name] {
-						r.markChain(owner, c.Name)
-						owned[c.Name] = true
-					}
-				}
-			}
-		}
-		for name := range p.Chains {
-			if !owned[name] {
-				r.markChain(staleOwner, name)
-			}
-		}
+		r.markChainsDirty(v, p.Chains)
 	}
 	if len(p.Sets) == 0 {
 		return

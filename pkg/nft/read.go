@@ -21,7 +21,20 @@ import (
 // bounds-checked decoders of decode.go, never by google/nftables: whatever another
 // program put in the table, Read returns a view (objects svcproxy cannot represent
 // come back as definitions that equal nothing desired) or an error, never a panic.
-func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *View, err error) {
+func (n *Netlink) Read(ctx context.Context, family Family, table string) (*View, error) {
+	return n.read(ctx, family, table, nil)
+}
+
+// ReadParts is Read of the named parts only (see Parts): the table's existence and
+// flags, the named chains with their rules, the named sets with their elements. A
+// named part missing from the kernel is missing from the view; other parts are
+// not read. It costs what the named parts hold, not what the table holds.
+func (n *Netlink) ReadParts(ctx context.Context, family Family, table string, p Parts) (*View, error) {
+	return n.read(ctx, family, table, &p)
+}
+
+// read is Read, or ReadParts of *p when p is not nil.
+func (n *Netlink) read(ctx context.Context, family Family, table string, p *Parts) (v *View, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -33,29 +46,7 @@ func (n *Netlink) Read(ctx context.Context, family Family, table string) (v *Vie
 	// On the shared socket, whose buffers are large enough for the many dump
 	// messages of a large table (see Netlink.batch for why it stays open).
 	v = NewView()
-	err = n.withConn(func(conn *netlink.Conn) error { return readInto(conn, family, table, v, nil) })
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-// ReadParts is Read of the named parts only (see Parts): the table's existence and
-// flags, the named chains with their rules, the named sets with their elements. A
-// named part missing from the kernel is missing from the view; other parts are
-// not read. It costs what the named parts hold, not what the table holds.
-func (n *Netlink) ReadParts(ctx context.Context, family Family, table string, p Parts) (v *View, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("read parts of table %s %s: decoder panic: %v", family, table, r)
-		}
-	}()
-	v = NewView()
-	err = n.withConn(func(conn *netlink.Conn) error { return readInto(conn, family, table, v, &p) })
-	if err != nil {
+	if err := n.withConn(func(conn *netlink.Conn) error { return readInto(conn, family, table, v, p) }); err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -370,26 +370,37 @@ func (r *Ruleset) ReserveElements(n int) {
 // MarkAllDirty makes the next plan compare everything (full resync), attributing each
 // key to its owner; keys only the kernel has go to staleOwner.
 func (r *Ruleset) MarkAllDirty(v *View) {
-	owned := map[string]bool{} // chains
+	r.markChainsDirty(v, nil)
 	for owner, f := range r.owners {
-		for _, cs := range [][]*Chain{f.chains, f.shared} {
-			for _, c := range cs {
-				r.markChain(owner, c.Name)
-				owned[c.Name] = true
-			}
-		}
 		r.markWhole(owner, f.elements)
-	}
-	for n := range v.Chains {
-		if !owned[n] {
-			r.markChain(staleOwner, n)
-		}
 	}
 	// An element has an entry while some owner holds it: no second set of the
 	// hundreds of thousands of IDs is needed to find the kernel's unowned ones.
 	for id := range v.Elements {
 		if !r.elements.has(id) {
 			r.markElem(staleOwner, id)
+		}
+	}
+}
+
+// markChainsDirty marks the chains named in only (every chain when only is nil)
+// for the next plan: each owner's it renders, and those only the view holds as
+// the stale owner's.
+func (r *Ruleset) markChainsDirty(v *View, only map[string]bool) {
+	owned := map[string]bool{}
+	for owner, f := range r.owners {
+		for _, cs := range [][]*Chain{f.chains, f.shared} {
+			for _, c := range cs {
+				if only == nil || only[c.Name] {
+					r.markChain(owner, c.Name)
+					owned[c.Name] = true
+				}
+			}
+		}
+	}
+	for n := range v.Chains {
+		if (only == nil || only[n]) && !owned[n] {
+			r.markChain(staleOwner, n)
 		}
 	}
 }

@@ -106,8 +106,7 @@ type Proxy struct {
 	// unansweredOwed: a sync that changed the kernel skipped its pass (too soon
 	// after the last one); the loop syncs again when nextUnanswered comes.
 	unansweredOwed bool
-	phases         syncPhases // of the last sync, for its log line
-	commits        uint32     // our commits during the current Sync
+	commits        uint32 // our commits during the current Sync
 }
 
 // New returns a Proxy; Run starts it.

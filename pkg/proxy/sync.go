@@ -89,7 +89,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	readDone := p.cfg.Clock.Now()
 	objects, syncErr := p.applyChanges(ctx)
 	committed := p.cfg.Clock.Now()
-	p.phases = syncPhases{render: rendered.Sub(start), ledger: locked0.Sub(rendered), read: readDone.Sub(locked0), apply: committed.Sub(readDone)}
+	phases := syncPhases{render: rendered.Sub(start), ledger: locked0.Sub(rendered), read: readDone.Sub(locked0), apply: committed.Sub(readDone)}
 	p.programming.observe(p.settle(), committed, p.cfg.Metrics)
 	if syncErr != nil && objects == 0 {
 		return syncErr
@@ -107,7 +107,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	p.reconcileConntrack(full)
 	p.reconcileUnanswered(snap, full || objects > 0)
 	p.releaseMemory(objects)
-	p.recordSync(start, full, len(changed), objects, syncErr == nil)
+	p.recordSync(start, phases, full, len(changed), objects, syncErr == nil)
 	return syncErr
 }
 
@@ -155,7 +155,7 @@ func worthReleasing(objects, elements int) bool {
 
 // recordSync updates metrics and health after a sync that changed the kernel or
 // found nothing to change; ok reports that nothing was refused.
-func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok bool) {
+func (p *Proxy) recordSync(start time.Time, ph syncPhases, full bool, services, objects int, ok bool) {
 	end := p.cfg.Clock.Now()
 	if services > 0 || objects > 0 {
 		p.lastSync = end // burst control counts syncs that did something
@@ -184,7 +184,6 @@ func (p *Proxy) recordSync(start time.Time, full bool, services, objects int, ok
 	// Unlike OnSynced, also when another Service was refused: a Service's local
 	// endpoints are counted from what the cluster says, and the count must not stall.
 	p.health.notify(p.cfg.OnHealthCheckServices)
-	ph := p.phases
 	klog.V(2).InfoS("Synced", "full", full, "services", services, "objects", objects, "elapsed", end.Sub(start),
 		"render", ph.render, "waitLedger", ph.ledger, "generationAndRead", ph.read, "apply", ph.apply)
 }
