@@ -79,7 +79,7 @@ func TestTrackerConflictHandover(t *testing.T) {
 	if ps := snap.ServicePortsOf(ServiceKey{"ns", "young"}); ps != nil {
 		t.Fatalf("loser still served: %+v", ps)
 	}
-	if _, ok := snap.Endpoints[spnOf(ServiceKey{"ns", "young"}, "web", "TCP")]; ok {
+	if eps := snap.Endpoints(spnOf(ServiceKey{"ns", "young"}, "web", "TCP")); eps != nil {
 		t.Fatal("loser's endpoints still in the snapshot")
 	}
 	mustEqualf(t, len(got), 1, "conflicts reported")
@@ -99,8 +99,8 @@ func TestTrackerConflictHandover(t *testing.T) {
 		t.Fatalf("changed %v, want both Services", changed)
 	}
 	ps := snap.ServicePortsOf(ServiceKey{"ns", "young"})
-	if len(ps) != 1 || ps[0].Port != 8080 || len(snap.Endpoints[ps[0].Name]) != 1 {
-		t.Fatalf("loser not served after the winner's deletion: %+v %v", ps, snap.Endpoints)
+	if len(ps) != 1 || ps[0].Port != 8080 || len(snap.Endpoints(ps[0].Name)) != 1 {
+		t.Fatalf("loser not served after the winner's deletion: %+v %v", ps, endpointsByName(snap))
 	}
 	if len(got) != 2 || !got[1].Resolved || got[1].Service.Key != (ServiceKey{"ns", "young"}) || got[1].Active != 0 {
 		t.Fatalf("resolution: %+v", got)

@@ -43,7 +43,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	if _, ok := changed[keyA]; !ok {
 		t.Errorf("changed = %v, want a", changed)
 	}
-	if got := snap.Endpoints[portA.Name]; len(got) != 1 || got[0] != readyAt("10.0.0.1", 8080) {
+	if got := snap.Endpoints(portA.Name); len(got) != 1 || got[0] != readyAt("10.0.0.1", 8080) {
 		t.Errorf("endpoints of a = %v", got)
 	}
 
@@ -53,7 +53,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	}
 	poll.Eventually(t, 10*time.Second, "slice add", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		return len(snap.Endpoints[portA.Name]) == 2, fmt.Sprintf("endpoints %v", snap.Endpoints[portA.Name])
+		return len(snap.Endpoints(portA.Name)) == 2, fmt.Sprintf("endpoints %v", snap.Endpoints(portA.Name))
 	})
 
 	upd := svcA()
@@ -71,7 +71,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	}
 	poll.Eventually(t, 10*time.Second, "slice delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
-		eps := snap.Endpoints[portA.Name]
+		eps := snap.Endpoints(portA.Name)
 		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2"), fmt.Sprintf("endpoints %v", eps)
 	})
 
@@ -157,7 +157,7 @@ func TestRetryingInformersSyncThroughAnOutage(t *testing.T) {
 		t.Fatalf("informers not synced within 2 s of five refused lists each")
 	}
 	snap, _, _ := tr.Take()
-	if got := snap.Endpoints[portA.Name]; len(got) != 1 {
+	if got := snap.Endpoints(portA.Name); len(got) != 1 {
 		t.Errorf("endpoints of a = %v, want the listed slice", got)
 	}
 	mu.Lock()
@@ -205,7 +205,7 @@ func TestRegisterFeedsEveryFamily(t *testing.T) {
 		if got := snap.Port(name).ClusterIP; got != addr(tc.clusterIP) {
 			t.Errorf("%s tracker: ClusterIP %v, want %s", tc.tr.family, got, tc.clusterIP)
 		}
-		if got := snap.Endpoints[name]; len(got) != 1 || got[0] != tc.endpoint {
+		if got := snap.Endpoints(name); len(got) != 1 || got[0] != tc.endpoint {
 			t.Errorf("%s tracker: endpoints %v, want only %v", tc.tr.family, got, tc.endpoint)
 		}
 	}

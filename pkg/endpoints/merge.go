@@ -11,34 +11,34 @@ import (
 type portMatch struct{ Name, Protocol string }
 
 // mergeEndpoints computes the endpoints of each port in ports from all the
-// Service's slices. Only ports with at least one endpoint appear in the
-// result.
-func mergeEndpoints(ports []ServicePort, slicesByName serviceSlices) map[ServicePortName][]Endpoint {
+// Service's slices, in the order of ports (see ServiceSnapshot.eps): nil for a
+// port without endpoints, and the list ends at the last port that has some.
+func mergeEndpoints(ports []ServicePort, slicesByName serviceSlices) [][]Endpoint {
 	if len(ports) == 0 || len(slicesByName) == 0 {
 		return nil
 	}
 	if shared, ok := oneSliceEndpoints(ports, slicesByName); ok {
 		return shared
 	}
-	wanted := make(map[portMatch]ServicePortName, len(ports))
-	for _, p := range ports {
-		wanted[portMatch{p.Name.Port, p.Name.Protocol}] = p.Name
+	wanted := make(map[portMatch]int, len(ports))
+	for i, p := range ports {
+		wanted[portMatch{p.Name.Port, p.Name.Protocol}] = i
 	}
 
 	// The same address:port may be listed by several slices while an endpoint
 	// moves between them, or twice when a pod IP is reused before the old pod
 	// is gone; keep the most useful version.
-	best := make(map[ServicePortName]map[netip.AddrPort]Endpoint)
+	best := make([]map[netip.AddrPort]Endpoint, len(ports))
 	for _, d := range slicesByName {
 		for _, sp := range d.Ports {
-			name, ok := wanted[portMatch{sp.Name, sp.Protocol}]
+			i, ok := wanted[portMatch{sp.Name, sp.Protocol}]
 			if !ok {
 				continue
 			}
-			set := best[name]
+			set := best[i]
 			if set == nil {
 				set = make(map[netip.AddrPort]Endpoint)
-				best[name] = set
+				best[i] = set
 			}
 			for _, e := range d.Endpoints {
 				e.Port = sp.Port
@@ -50,14 +50,24 @@ func mergeEndpoints(ports []ServicePort, slicesByName serviceSlices) map[Service
 		}
 	}
 
-	out := make(map[ServicePortName][]Endpoint, len(best))
-	for name, set := range best {
+	last := len(best) - 1
+	for last >= 0 && len(best[last]) == 0 {
+		last--
+	}
+	if last < 0 {
+		return nil
+	}
+	out := make([][]Endpoint, last+1)
+	for i, set := range best[:last+1] {
+		if len(set) == 0 {
+			continue
+		}
 		eps := make([]Endpoint, 0, len(set))
 		for _, e := range set {
 			eps = append(eps, e)
 		}
 		slices.SortFunc(eps, compareEndpoints)
-		out[name] = eps
+		out[i] = eps
 	}
 	return out
 }
@@ -68,7 +78,7 @@ func mergeEndpoints(ports []ServicePort, slicesByName serviceSlices) map[Service
 // reader copies instead of writing into it: the tracker then holds the endpoints
 // once, not once per slice and again per port. ok is false when the general merge
 // is needed.
-func oneSliceEndpoints(ports []ServicePort, slicesByName serviceSlices) (map[ServicePortName][]Endpoint, bool) {
+func oneSliceEndpoints(ports []ServicePort, slicesByName serviceSlices) ([][]Endpoint, bool) {
 	if len(ports) != 1 || len(slicesByName) != 1 {
 		return nil, false
 	}
@@ -87,5 +97,5 @@ func oneSliceEndpoints(ports []ServicePort, slicesByName serviceSlices) (map[Ser
 	if len(eps) == 0 {
 		return nil, true
 	}
-	return map[ServicePortName][]Endpoint{sp: eps[:len(eps):len(eps)]}, true
+	return [][]Endpoint{eps[:len(eps):len(eps)]}, true
 }

@@ -118,7 +118,7 @@ func TestMergeEndpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := mergeEndpoints(tt.ports, slicesOf(tt.slices))
+			got := byName(t, tt.ports, mergeEndpoints(tt.ports, slicesOf(tt.slices)))
 			if len(tt.want) == 0 && len(got) == 0 {
 				return
 			}
@@ -141,11 +141,27 @@ func TestMergeEndpointsDeterministic(t *testing.T) {
 		}
 	}
 	for range 50 {
-		got := mergeEndpoints([]ServicePort{port}, slicesOf(slices))[port.Name]
+		got := byName(t, []ServicePort{port}, mergeEndpoints([]ServicePort{port}, slicesOf(slices)))[port.Name]
 		if len(got) != 1 || got[0].NodeName() != "node-0" {
 			t.Fatalf("merge picked %+v, want the single endpoint from node-0", got)
 		}
 	}
+}
+
+// byName is merged as a map by port name: only ports with endpoints, as the
+// snapshot's lookups see them. The list must end with a port that has some.
+func byName(t *testing.T, ports []ServicePort, merged [][]Endpoint) map[ServicePortName][]Endpoint {
+	t.Helper()
+	if len(merged) > len(ports) || len(merged) > 0 && len(merged[len(merged)-1]) == 0 {
+		t.Fatalf("merged %d lists for %d ports, the last empty or too many: %v", len(merged), len(ports), merged)
+	}
+	out := map[ServicePortName][]Endpoint{}
+	for i, eps := range merged {
+		if len(eps) > 0 {
+			out[ports[i].Name] = eps
+		}
+	}
+	return out
 }
 
 // slicesOf lists the slices of a map, in the map's (random) order.

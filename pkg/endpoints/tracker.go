@@ -100,8 +100,8 @@ type Tracker struct {
 	pendingServices    map[ServiceKey]struct{}
 	pendingSliceEvents int
 
-	snapEndpoints map[ServicePortName][]Endpoint
-	snapPorts     map[ServiceKey][]ServicePort
+	// snap is what the last Take made of each proxied Service (Snapshot).
+	snap map[ServiceKey]ServiceSnapshot
 }
 
 // NewTracker returns an empty Tracker.
@@ -130,8 +130,7 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		slicesBySvc:     make(map[ServiceKey]serviceSlices),
 		sliceOwner:      make(map[sliceKey]ServiceKey),
 		dirty:           make(map[ServiceKey]time.Time),
-		snapEndpoints:   make(map[ServicePortName][]Endpoint),
-		snapPorts:       make(map[ServiceKey][]ServicePort),
+		snap:            make(map[ServiceKey]ServiceSnapshot),
 	}
 }
 
@@ -352,7 +351,7 @@ func (t *Tracker) TakeChanges() Changes {
 	t.pendingSliceEvents = 0
 	t.countsLocked()
 	active, activePorts := len(t.losing)+len(t.losingAddrs), t.losingPortCount
-	c.Snapshot = Snapshot{Endpoints: t.snapEndpoints, ports: t.snapPorts}
+	c.Snapshot = Snapshot{services: t.snap}
 	t.mu.Unlock()
 
 	if t.onConflict != nil {
@@ -373,31 +372,18 @@ func (t *Tracker) TakeChanges() Changes {
 func (t *Tracker) refreshLocked(key ServiceKey, conflicts *[]ConflictChange) bool {
 	ports := t.resolveLocked(key, conflicts)
 	eps := mergeEndpoints(ports, t.slicesBySvc[key])
-	prev := t.snapPorts[key]
-
-	same := len(prev) == len(ports)
-	for i := 0; same && i < len(ports); i++ {
-		same = prev[i] == ports[i] && slices.Equal(t.snapEndpoints[ports[i].Name], eps[ports[i].Name])
-	}
+	prev := t.snap[key]
+	same := slices.Equal(prev.ports, ports) && slices.EqualFunc(prev.eps, eps, slices.Equal)
 	if same {
 		return false
 	}
-
-	for _, p := range prev {
-		delete(t.snapEndpoints, p.Name)
-	}
 	if len(ports) == 0 {
-		delete(t.snapPorts, key)
+		delete(t.snap, key)
 		return true
 	}
 	// The Service entry's own list: it is replaced, never changed, when the
 	// Service changes, so the snapshot may share it.
-	t.snapPorts[key] = ports
-	for _, p := range ports {
-		if e := eps[p.Name]; len(e) > 0 {
-			t.snapEndpoints[p.Name] = e
-		}
-	}
+	t.snap[key] = ServiceSnapshot{ports: ports, eps: eps}
 	return true
 }
 

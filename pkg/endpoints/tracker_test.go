@@ -106,7 +106,7 @@ func runSteps(t *testing.T, steps []step) {
 		if wantEndpoints == nil {
 			wantEndpoints = map[ServicePortName][]Endpoint{}
 		}
-		if diff := cmp.Diff(wantEndpoints, snap.Endpoints, cmpOpts...); diff != "" {
+		if diff := cmp.Diff(wantEndpoints, endpointsByName(snap), cmpOpts...); diff != "" {
 			t.Errorf("step %d (%s): Endpoints (-want +got):\n%s", i, st.name, diff)
 		}
 
@@ -481,20 +481,20 @@ func TestTrackerTakeSharesUnchangedData(t *testing.T) {
 	tr.OnServiceAdd(svcB())
 	tr.OnEndpointSliceAdd(sliceB1(readyEP("10.1.0.1")))
 	snap1, _, _ := tr.Take()
-	epsB := snap1.Endpoints[portB.Name]
+	epsB := snap1.Endpoints(portB.Name)
 
 	tr.OnEndpointSliceUpdate(nil, sliceA1(readyEP("10.0.0.1"), readyEP("10.0.0.2")))
 	snap2, changed, _ := tr.Take()
 	if diff := cmp.Diff(map[ServiceKey]bool{keyA: true}, keysOf(changed)); diff != "" {
 		t.Errorf("changed (-want +got):\n%s", diff)
 	}
-	if &snap2.Endpoints[portB.Name][0] != &epsB[0] {
+	if &snap2.Endpoints(portB.Name)[0] != &epsB[0] {
 		t.Error("unchanged service b's endpoints were copied")
 	}
-	if fmt.Sprintf("%p", snap1.ports) != fmt.Sprintf("%p", snap2.ports) || fmt.Sprintf("%p", snap1.Endpoints) != fmt.Sprintf("%p", snap2.Endpoints) {
-		t.Error("the snapshot's maps were rebuilt instead of updated in place")
+	if fmt.Sprintf("%p", snap1.services) != fmt.Sprintf("%p", snap2.services) {
+		t.Error("the snapshot's map was rebuilt instead of updated in place")
 	}
-	mustEqualf(t, len(snap2.Endpoints[portA.Name]), 2, "a's endpoints after update")
+	mustEqualf(t, len(snap2.Endpoints(portA.Name)), 2, "a's endpoints after update")
 }
 
 func TestSnapshotServicePortsOf(t *testing.T) {
@@ -561,7 +561,7 @@ func TestTrackerConcurrentUse(t *testing.T) {
 		name := spnOf(ServiceKey{"ns", fmt.Sprintf("svc-%d", w)}, "http", "TCP")
 		want := fmt.Sprintf("10.96.%d.%d", w, (events-1)%250+1)
 		mustEqualf(t, snap.Port(name).ClusterIP.String(), want, "final cluster IP of %s", name)
-		eps := snap.Endpoints[name]
+		eps := snap.Endpoints(name)
 		wantEP := fmt.Sprintf("10.0.%d.%d", w, (events-1)%250+1)
 		if len(eps) != 1 || eps[0].Addr.String() != wantEP {
 			t.Errorf("final endpoints of %s = %v, want [%s]", name, eps, wantEP)
@@ -592,7 +592,7 @@ func TestTrackerOneSliceEndpointsNotCopied(t *testing.T) {
 	tr.OnServiceAdd(svcA())
 	tr.OnEndpointSliceAdd(sliceA1(readyEP("10.0.0.2"), readyEP("10.0.0.1")))
 	snap, _, _ := tr.Take()
-	got := snap.Endpoints[portA.Name]
+	got := snap.Endpoints(portA.Name)
 	kept := tr.slicesBySvc[keyA].get("a-1").Endpoints
 	mustEqualf(t, len(got), 2, "endpoints")
 	if len(kept) == 0 || &got[0] != &kept[0] {
@@ -603,9 +603,23 @@ func TestTrackerOneSliceEndpointsNotCopied(t *testing.T) {
 
 	tr.OnEndpointSliceAdd(sliceA2(readyEP("10.0.0.3")))
 	snap, _, _ = tr.Take()
-	merged := snap.Endpoints[portA.Name]
+	merged := snap.Endpoints(portA.Name)
 	mustEqualf(t, len(merged), 3, "endpoints of two slices")
 	if &merged[0] == &kept[0] {
 		t.Error("two slices' endpoints merged into the first slice's memory")
 	}
+}
+
+// endpointsByName is every port's endpoints in snap, by port name: only ports
+// that have some.
+func endpointsByName(snap Snapshot) map[ServicePortName][]Endpoint {
+	out := map[ServicePortName][]Endpoint{}
+	for k, ports := range snap.Services() {
+		for _, sp := range ports {
+			if eps := snap.Service(k).Endpoints(sp.Name); len(eps) > 0 {
+				out[sp.Name] = eps
+			}
+		}
+	}
+	return out
 }

@@ -66,12 +66,9 @@ func trackedState(svc *v1.Service, slices []*discoveryv1.EndpointSlice) tracked 
 		tr.OnEndpointSliceAdd(s)
 	}
 	snap, _, _ := tr.Take()
-	out := tracked{endpoints: map[ServicePortName][]Endpoint{}}
+	out := tracked{endpoints: endpointsByName(snap)}
 	for _, ports := range snap.Services() {
 		out.ports = append(out.ports, ports...)
-	}
-	for n, eps := range snap.Endpoints {
-		out.endpoints[n] = eps
 	}
 	return out
 }

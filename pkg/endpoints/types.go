@@ -151,49 +151,109 @@ func compareEndpoints(a, b Endpoint) int {
 
 // Snapshot is an immutable-by-convention view for rendering.
 //
-// The maps are owned by the Tracker that produced them and are updated in
-// place by its next Take (that is what makes Take O(changed)). Callers must
-// not mutate them, nor the port lists it returns, and must finish using a
-// Snapshot before calling Take again. Anything a renderer wants to remember
-// across Takes (e.g. the ports it programmed for a Service) it must copy.
+// Its map is owned by the Tracker that produced it and is updated in place by
+// its next Take (that is what makes Take O(changed)). Callers must not mutate
+// it, nor the lists it hands out, and must finish using a Snapshot before
+// calling Take again. Anything a renderer wants to remember across Takes (e.g.
+// the ports it programmed for a Service) it must copy.
 type Snapshot struct {
-	// Endpoints holds, per service port, the union of all the Service's
-	// EndpointSlices for that port name+protocol, deduplicated by Addr+Port,
-	// sorted by Addr then Port. Ports without endpoints are absent.
-	Endpoints map[ServicePortName][]Endpoint
+	// services holds each proxied Service's ports and their endpoints: one map
+	// by Service rather than a map by port for the endpoints beside one by Service
+	// for the ports (the second map, keyed by four strings, was ~7 MiB at 30k
+	// Services on the shared bench shape).
+	services map[ServiceKey]ServiceSnapshot
+}
 
-	// ports holds each proxied Service's ports, sorted by port name then
-	// protocol: the tracker's own lists, not copies. Per Service rather than per
-	// port (a map keyed by ServicePortName with ServicePort values, and an index
-	// by Service, were ~17 MiB at 30k Services).
-	ports map[ServiceKey][]ServicePort
+// ServiceSnapshot is one Service as a Snapshot holds it: its ports, sorted by
+// port name then protocol, and each port's endpoints: the union of all the
+// Service's EndpointSlices for that port name and protocol, deduplicated by
+// Addr+Port, sorted by Addr then Port.
+type ServiceSnapshot struct {
+	ports []ServicePort
+	eps   [][]Endpoint // eps[i] are ports[i]'s; shorter (nil) when the last have none
+}
+
+// ByPort gives a Service's endpoints by port: a ServiceSnapshot, or an
+// EndpointMap for input that did not come through a Tracker.
+type ByPort interface {
+	Endpoints(ServicePortName) []Endpoint
+}
+
+// EndpointMap is endpoints by service port, as tests and offline input write
+// them.
+type EndpointMap map[ServicePortName][]Endpoint
+
+// Endpoints returns n's endpoints.
+func (m EndpointMap) Endpoints(n ServicePortName) []Endpoint { return m[n] }
+
+// Ports returns the Service's ports: the snapshot's own list, never to change.
+func (s ServiceSnapshot) Ports() []ServicePort { return s.ports }
+
+// Endpoints returns the endpoints of the port named n; nil when it has none or
+// is not one of the Service's ports.
+func (s ServiceSnapshot) Endpoints(n ServicePortName) []Endpoint {
+	for i := range s.ports {
+		if i < len(s.eps) && s.ports[i].Name == n {
+			return s.eps[i]
+		}
+	}
+	return nil
+}
+
+// alignEndpoints lists eps in the order of ports, dropping the trailing ports
+// without endpoints (nil when none has any).
+func alignEndpoints(ports []ServicePort, eps ByPort) [][]Endpoint {
+	var out [][]Endpoint
+	for i, p := range ports {
+		if e := eps.Endpoints(p.Name); len(e) > 0 {
+			if out == nil {
+				out = make([][]Endpoint, len(ports))
+			}
+			out[i] = e
+		}
+	}
+	for len(out) > 0 && out[len(out)-1] == nil {
+		out = out[:len(out)-1]
+	}
+	return out
 }
 
 // NewSnapshot is a snapshot of the given ports and endpoints, for renders of
 // objects that did not come through a Tracker (tests, offline input).
-func NewSnapshot(ports []ServicePort, eps map[ServicePortName][]Endpoint) Snapshot {
-	s := Snapshot{Endpoints: eps, ports: map[ServiceKey][]ServicePort{}}
+func NewSnapshot(ports []ServicePort, eps EndpointMap) Snapshot {
+	byService := map[ServiceKey][]ServicePort{}
 	for _, sp := range ports {
 		k := sp.Name.Key()
-		s.ports[k] = append(s.ports[k], sp)
+		byService[k] = append(byService[k], sp)
 	}
-	for _, list := range s.ports {
+	s := Snapshot{services: make(map[ServiceKey]ServiceSnapshot, len(byService))}
+	for k, list := range byService {
 		slices.SortFunc(list, func(a, b ServicePort) int { return compareServicePortName(a.Name, b.Name) })
+		s.services[k] = ServiceSnapshot{ports: list, eps: alignEndpoints(list, eps)}
 	}
 	return s
 }
 
+// Service returns the Service's ports and endpoints; the zero ServiceSnapshot
+// when it is absent or skipped.
+func (s Snapshot) Service(key ServiceKey) ServiceSnapshot { return s.services[key] }
+
 // ServicePortsOf returns the ports of a service in the snapshot, sorted by
 // port name then protocol; nil if the Service is absent or skipped. The list is
 // the snapshot's own: read it, never change it.
-func (s Snapshot) ServicePortsOf(key ServiceKey) []ServicePort { return s.ports[key] }
+func (s Snapshot) ServicePortsOf(key ServiceKey) []ServicePort { return s.services[key].ports }
+
+// Endpoints returns the endpoints of the service port n; nil when it has none.
+func (s Snapshot) Endpoints(n ServicePortName) []Endpoint {
+	return s.services[n.Key()].Endpoints(n)
+}
 
 // Services yields every proxied Service and its ports (see ServicePortsOf), in
 // no particular order.
 func (s Snapshot) Services() iter.Seq2[ServiceKey, []ServicePort] {
 	return func(yield func(ServiceKey, []ServicePort) bool) {
-		for k, ports := range s.ports {
-			if !yield(k, ports) {
+		for k, svc := range s.services {
+			if !yield(k, svc.ports) {
 				return
 			}
 		}
@@ -202,7 +262,7 @@ func (s Snapshot) Services() iter.Seq2[ServiceKey, []ServicePort] {
 
 // Port returns the service port named n; the zero ServicePort when there is none.
 func (s Snapshot) Port(n ServicePortName) ServicePort {
-	for _, sp := range s.ports[n.Key()] {
+	for _, sp := range s.services[n.Key()].ports {
 		if sp.Name == n {
 			return sp
 		}
@@ -213,8 +273,8 @@ func (s Snapshot) Port(n ServicePortName) ServicePort {
 // PortCount is the number of service ports in the snapshot.
 func (s Snapshot) PortCount() int {
 	n := 0
-	for _, ports := range s.ports {
-		n += len(ports)
+	for _, svc := range s.services {
+		n += len(svc.ports)
 	}
 	return n
 }

@@ -57,7 +57,7 @@ func (r *watchRig) state() map[string]string {
 		for _, sp := range ports {
 			name := sp.Name
 			var eps []string
-			for _, ep := range snap.Endpoints[name] {
+			for _, ep := range snap.Endpoints(name) {
 				eps = append(eps, ep.Addr.String())
 			}
 			sort.Strings(eps)

@@ -171,7 +171,7 @@ func (s *servingTable) at(k conntrack.Service, addrs []netip.Addr) []netip.AddrP
 // as upstream's reconciler keeps them. New connections go to fewer (the rules pick
 // ready ones first and honour traffic policy), but a flow already on a draining or
 // remote endpoint must not be cut while that endpoint still serves.
-func servingOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) conntrack.Serving {
+func servingOf(ports []endpoints.ServicePort, eps endpoints.ByPort) conntrack.Serving {
 	var out conntrack.Serving
 	for _, sp := range ports {
 		keys := serviceAddresses(sp)
@@ -212,9 +212,9 @@ func serviceAddresses(sp endpoints.ServicePort) []conntrack.Service {
 }
 
 // servingEndpoints are the endpoints of sp whose flows may go on: serving ones.
-func servingEndpoints(sp endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint) []netip.AddrPort {
+func servingEndpoints(sp endpoints.ServicePort, eps endpoints.ByPort) []netip.AddrPort {
 	var to []netip.AddrPort
-	for _, e := range programmable(eps[sp.Name], sp.ClusterIP) {
+	for _, e := range programmable(eps.Endpoints(sp.Name), sp.ClusterIP) {
 		if e.Ready || e.Serving {
 			to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
 		}

@@ -189,7 +189,7 @@ func TestTraceExternal(t *testing.T) {
 			if tc.na != nil {
 				r.SetFragment(skeletonOwner, SkeletonFor(tc.opts, *tc.na))
 			}
-			eps := map[endpoints.ServicePortName][]endpoints.Endpoint{}
+			eps := endpoints.EndpointMap{}
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}

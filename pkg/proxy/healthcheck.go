@@ -21,7 +21,7 @@ type HealthCheckService struct {
 func HealthCheckServices(snap endpoints.Snapshot, nodeName string) map[endpoints.ServiceKey]HealthCheckService {
 	out := map[endpoints.ServiceKey]HealthCheckService{}
 	for k, ports := range snap.Services() {
-		if hc, ok := healthCheckOf(ports, snap.Endpoints, nodeName); ok {
+		if hc, ok := healthCheckOf(ports, snap.Service(k), nodeName); ok {
 			out[k] = hc
 		}
 	}
@@ -29,7 +29,7 @@ func HealthCheckServices(snap endpoints.Snapshot, nodeName string) map[endpoints
 }
 
 // healthCheckOf is HealthCheckServices for one Service's ports.
-func healthCheckOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) (HealthCheckService, bool) {
+func healthCheckOf(ports []endpoints.ServicePort, eps endpoints.ByPort, node string) (HealthCheckService, bool) {
 	var hc HealthCheckService
 	local := map[netip.Addr]bool{}
 	for _, sp := range ports {
@@ -37,7 +37,7 @@ func healthCheckOf(ports []endpoints.ServicePort, eps map[endpoints.ServicePortN
 			continue
 		}
 		hc.NodePort = sp.HealthCheckNodePort
-		for _, e := range eps[sp.Name] {
+		for _, e := range eps.Endpoints(sp.Name) {
 			if e.Ready && e.NodeName() == node {
 				local[e.Addr] = true
 			}
@@ -55,7 +55,7 @@ type healthChecks struct {
 	notified bool // the hook has been called once (the first sync says even "none")
 }
 
-func (h *healthChecks) update(k endpoints.ServiceKey, ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) {
+func (h *healthChecks) update(k endpoints.ServiceKey, ports []endpoints.ServicePort, eps endpoints.ByPort, node string) {
 	if h.m == nil {
 		h.m = map[endpoints.ServiceKey]HealthCheckService{}
 	}

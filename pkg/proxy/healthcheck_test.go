@@ -23,7 +23,7 @@ func TestHealthCheckServices(t *testing.T) {
 		{Name: name("lb", "https"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30443},
 		{Name: name("empty", ""), ExternalLocal: true, HealthCheckNodePort: 32001, NodePort: 30081},
 		{Name: name("cluster", ""), NodePort: 30082},
-	}, map[endpoints.ServicePortName][]endpoints.Endpoint{
+	}, endpoints.EndpointMap{
 		// 10.244.1.2 serves both ports: one endpoint; a not ready one and another
 		// node's do not count.
 		name("lb", "http"):  {ep("10.244.1.2", "me", true), ep("10.244.1.3", "me", false), ep("10.244.2.2", "other", true)},
@@ -48,13 +48,13 @@ func TestHealthCheckHookCalledOnChange(t *testing.T) {
 	k := endpoints.ServiceKey{Namespace: "ns", Name: "lb"}
 	sp := endpoints.ServicePort{Name: endpoints.ServicePortName{Namespace: "ns", Name: "lb", Protocol: "TCP"}, ExternalLocal: true, HealthCheckNodePort: 32000}
 	h.notify(hook) // the first sync, nothing changed: an empty map all the same
-	h.update(endpoints.ServiceKey{Namespace: "ns", Name: "other"}, nil, nil, "me")
+	h.update(endpoints.ServiceKey{Namespace: "ns", Name: "other"}, nil, endpoints.EndpointMap{}, "me")
 	h.notify(hook) // nothing with a health check: no call
-	h.update(k, []endpoints.ServicePort{sp}, nil, "me")
+	h.update(k, []endpoints.ServicePort{sp}, endpoints.EndpointMap{}, "me")
 	h.notify(hook)
-	h.update(k, []endpoints.ServicePort{sp}, nil, "me")
+	h.update(k, []endpoints.ServicePort{sp}, endpoints.EndpointMap{}, "me")
 	h.notify(hook) // no change: no call
-	h.update(k, nil, nil, "me")
+	h.update(k, nil, endpoints.EndpointMap{}, "me")
 	h.notify(hook)
 	want := []map[endpoints.ServiceKey]HealthCheckService{{}, {k: {NodePort: 32000}}, {}}
 	if diff := cmp.Diff(want, calls); diff != "" {

@@ -62,8 +62,9 @@ func paceGC(percent int) (restore func()) {
 func elementsEstimate(snap endpoints.Snapshot, changed map[endpoints.ServiceKey]struct{}, here endpoints.Place) int {
 	n := 0
 	for k := range changed {
-		for _, sp := range snap.ServicePortsOf(k) {
-			eps := snap.Endpoints[sp.Name]
+		svc := snap.Service(k)
+		for _, sp := range svc.Ports() {
+			eps := svc.Endpoints(sp.Name)
 			n += len(eps) + 3
 			for _, e := range eps {
 				if hairpinHere(e, here) {

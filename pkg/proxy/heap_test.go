@@ -82,7 +82,7 @@ func TestElementsEstimate(t *testing.T) {
 	c := tr.TakeChanges()
 	rendered := 0
 	for k := range c.Changed {
-		rendered += len(RenderService(c.Snapshot.ServicePortsOf(k), c.Snapshot.Endpoints, "node").Elements)
+		rendered += len(RenderService(c.Snapshot.ServicePortsOf(k), c.Snapshot, "node").Elements)
 	}
 	// web: 2 ports x (2 endpoints + 2 hairpin + dispatch + ClusterIP); sticky: 1 x
 	// (1 + 1 + 2 + sticky port); empty: dispatch + ClusterIP.
@@ -94,9 +94,12 @@ func TestElementsEstimate(t *testing.T) {
 		t.Errorf("estimate %d, want 22 (19 rendered + 3 non-sticky ports)", got)
 	}
 	// Endpoints of another node have no hairpin element here (the fixture names none).
-	for k := range c.Snapshot.Endpoints {
-		for i := range c.Snapshot.Endpoints[k] {
-			c.Snapshot.Endpoints[k][i] = c.Snapshot.Endpoints[k][i].OnNode("elsewhere")
+	for k, ports := range c.Snapshot.Services() {
+		for _, sp := range ports {
+			eps := c.Snapshot.Service(k).Endpoints(sp.Name)
+			for i := range eps {
+				eps[i] = eps[i].OnNode("elsewhere")
+			}
 		}
 	}
 	if got := elementsEstimate(c.Snapshot, c.Changed, endpoints.Place{Node: "node"}); got != 17 {

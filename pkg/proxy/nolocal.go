@@ -13,17 +13,17 @@ type noLocalPorts struct {
 }
 
 // update recounts one Service from its current ports (none: deleted).
-func (n *noLocalPorts) update(k endpoints.ServiceKey, ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, at endpoints.Place) {
+func (n *noLocalPorts) update(k endpoints.ServiceKey, ports []endpoints.ServicePort, eps endpoints.ByPort, at endpoints.Place) {
 	if n.bySvc == nil {
 		n.bySvc = map[endpoints.ServiceKey][2]int{}
 	}
 	var count [2]int
 	for _, sp := range ports {
-		if _, noLocal := targets(sp, eps[sp.Name], at); noLocal {
+		if _, noLocal := targets(sp, eps.Endpoints(sp.Name), at); noLocal {
 			count[0]++
 		}
 		if sp.ExternalLocal {
-			if x := externalSetsOf(sp, eps[sp.Name], at); len(x.cluster) > 0 && len(x.local) == 0 {
+			if x := externalSetsOf(sp, eps.Endpoints(sp.Name), at); len(x.cluster) > 0 && len(x.local) == 0 {
 				count[1]++
 			}
 		}

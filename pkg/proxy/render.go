@@ -30,14 +30,14 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 // the affinity map of the shard and otherwise picks as lb-n-SS does; its element in
 // sticky-ports tells the filter chains after NAT how long to remember where the
 // connection went (affinity-T-proto-SS). Sticky ports are element-only changes too.
-func RenderService(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, node string) nft.Fragment {
+func RenderService(ports []endpoints.ServicePort, eps endpoints.ByPort, node string) nft.Fragment {
 	return RenderServiceWith(ports, eps, Options{NodeName: node})
 }
 
 // RenderServiceWith is RenderService with the options that shape external paths
 // (see renderExternal): the node, and the cluster CIDR whose traffic an
 // externalTrafficPolicy: Local port sends to cluster-wide endpoints.
-func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServicePortName][]endpoints.Endpoint, o Options) nft.Fragment {
+func RenderServiceWith(ports []endpoints.ServicePort, eps endpoints.ByPort, o Options) nft.Fragment {
 	fam := fieldsOf(o.Family)
 	var f nft.Fragment
 	for _, sp := range ports {
@@ -48,7 +48,7 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServiceP
 			// local client's port 80).
 			continue
 		}
-		usable, noLocal := targets(sp, eps[sp.Name], o.place())
+		usable, noLocal := targets(sp, eps.Endpoints(sp.Name), o.place())
 		// An element per endpoint, a hairpin element per endpoint here, the dispatch,
 		// the ClusterIP and a sticky port: reserved at once rather than grown
 		// through copies (with a hairpin element for every endpoint, reserved for
@@ -63,7 +63,7 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps map[endpoints.ServiceP
 		f.Elements = slices.Grow(f.Elements, len(usable)+hairpins+3)
 		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
 			Comment: sp.Name.String()}
-		renderExternal(&f, sp, proto, eps[sp.Name], o)
+		renderExternal(&f, sp, proto, eps.Endpoints(sp.Name), o)
 		switch {
 		case noLocal:
 			// kube-proxy drops rather than rejects here: the Service has endpoints,

@@ -173,7 +173,7 @@ func TestTraceBehaviour(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewRuleset(tc.opts)
-			eps := map[endpoints.ServicePortName][]endpoints.Endpoint{}
+			eps := endpoints.EndpointMap{}
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}
@@ -197,7 +197,7 @@ func TestRenderSkipsWhatTheKernelWouldRefuse(t *testing.T) {
 		{Name: endpoints.ServicePortName{Namespace: "ns", Name: "v6", Protocol: "TCP"}, ClusterIP: netip.MustParseAddr("fd00::1"), Port: 80},
 		port("zero", "TCP", 0),
 	}
-	f := RenderService(bad, nil, "node-a")
+	f := RenderService(bad, endpoints.EndpointMap{}, "node-a")
 	if len(f.Chains) != 0 || len(f.Elements) != 0 {
 		t.Fatalf("invalid ports rendered: %+v", f)
 	}
@@ -224,7 +224,7 @@ func swept(entries []nft.Element, live stickyPorts) nft.Affinity {
 // share of the cluster, not with the cluster.
 func TestHairpinOnlyForThisNodesEndpoints(t *testing.T) {
 	here, elsewhere, unknown := netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("10.244.2.2"), netip.MustParseAddr("10.244.3.3")
-	eps := map[endpoints.ServicePortName][]endpoints.Endpoint{port("http", "TCP", 80).Name: {
+	eps := endpoints.EndpointMap{port("http", "TCP", 80).Name: {
 		ep(here, 8080, true, true, false),
 		onNode(ep(elsewhere, 8080, true, true, false), "node-b"),
 		onNode(ep(unknown, 8080, true, true, false), ""),

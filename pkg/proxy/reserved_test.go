@@ -57,13 +57,13 @@ func TestReservedClusterIPCapturesNothing(t *testing.T) {
 func TestRenderSkipsReservedAddresses(t *testing.T) {
 	lo := port("http", "TCP", 80)
 	lo.ClusterIP = netip.MustParseAddr("127.0.0.1")
-	f := RenderService([]endpoints.ServicePort{lo}, map[endpoints.ServicePortName][]endpoints.Endpoint{lo.Name: {ep(ep1, 80, true, true, false)}}, "node-a")
+	f := RenderService([]endpoints.ServicePort{lo}, endpoints.EndpointMap{lo.Name: {ep(ep1, 80, true, true, false)}}, "node-a")
 	if len(f.Chains) != 0 || len(f.Elements) != 0 || len(f.Shared) != 0 {
 		t.Fatalf("loopback ClusterIP rendered: %+v", f)
 	}
 
 	web := port("http", "TCP", 80)
-	eps := map[endpoints.ServicePortName][]endpoints.Endpoint{web.Name: {
+	eps := endpoints.EndpointMap{web.Name: {
 		ep(netip.MustParseAddr("127.0.0.1"), 80, true, true, false),
 		ep(netip.MustParseAddr("224.0.0.1"), 80, true, true, false),
 		ep(ep1, 8080, true, true, false),

@@ -14,7 +14,7 @@ func RenderAll(snap endpoints.Snapshot, o Options) *nft.Ruleset {
 	r := NewRuleset(o)
 	lb := sharedChains{}
 	for k, ports := range snap.Services() {
-		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(ports, snap.Endpoints, o)))
+		r.SetFragment(ServiceOwner(k), lb.intern(RenderServiceWith(ports, snap.Service(k), o)))
 	}
 	refreshOnDemand(r)
 	logConflicts(r)

@@ -69,7 +69,7 @@ func TestServiceCIDRsBehaviour(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Options{Family: tc.family}
 			r := NewRuleset(o)
-			eps := map[endpoints.ServicePortName][]endpoints.Endpoint{
+			eps := endpoints.EndpointMap{
 				served.Name:  ready,
 				served6.Name: {ep(a("fd00:10:244:2::5"), 8080, true, true, false)},
 			}

@@ -48,14 +48,15 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		p.desired.ReserveElements(elementsEstimate(snap, changed, p.cfg.place()))
 	}
 	for k := range changed {
-		ports := snap.ServicePortsOf(k)
+		svc := snap.Service(k)
+		ports := svc.Ports()
 		owner := ServiceOwner(k)
-		f := p.lb.intern(RenderServiceWith(ports, snap.Endpoints, p.cfg.Options))
+		f := p.lb.intern(RenderServiceWith(ports, svc, p.cfg.Options))
 		p.desired.SetFragment(owner, f)
-		p.serving.render(owner, servingOf(ports, snap.Endpoints))
+		p.serving.render(owner, servingOf(ports, svc))
 		p.affinity.render(owner, stickyOf(f))
-		p.noLocal.update(k, ports, snap.Endpoints, p.cfg.place())
-		p.health.update(k, ports, snap.Endpoints, p.cfg.NodeName)
+		p.noLocal.update(k, ports, svc, p.cfg.place())
+		p.health.update(k, ports, svc, p.cfg.NodeName)
 	}
 	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {

@@ -87,7 +87,7 @@ func TestTraceTopology(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewRuleset(tc.opts)
-			eps := map[endpoints.ServicePortName][]endpoints.Endpoint{}
+			eps := endpoints.EndpointMap{}
 			for _, p := range tc.ports {
 				eps[p.Name] = tc.eps
 			}

@@ -107,7 +107,7 @@ func (p *Proxy) tcpServing(snap endpoints.Snapshot, keys []conntrack.Service) co
 				}
 				for _, a := range addrs {
 					if k.Addr = a; want[k] {
-						out[k] = servingEndpoints(sp, snap.Endpoints)
+						out[k] = servingEndpoints(sp, snap)
 					}
 				}
 			}
