@@ -6,17 +6,18 @@ import (
 )
 
 // elementArena is one owner's elements, IDs and values, in one string. The
-// ruleset's entries use substrings of it as their map keys and hold the offset of
-// their value in it, so an owner's elements cost one allocation instead of three per
-// element (the ID, the data and the owner's list of IDs).
+// ruleset's entries hold the offset of their record in it, which gives both their
+// ID (the element table's key: elemtable.go) and their value, so an owner's
+// elements cost one allocation instead of three per element (the ID, the data and
+// the owner's list of IDs).
 //
 // Each record is the ID's length (uvarint), the ID, the value's length (uvarint)
 // and the value (elementvalue.go). An owner re-rendering gets a new arena and its
-// entries are re-keyed into it (putHolder), so the old one is freed.
+// entries move into it (putHolder), so the old one is freed.
 type elementArena string
 
 // arenaSpan is where one element's ID and value sit in its arena: off is the
-// offset of the value's length.
+// offset of its record.
 type arenaSpan struct {
 	id, val string
 	off     uint32
@@ -31,10 +32,11 @@ func newArena(elems []Element) (elementArena, []arenaSpan) {
 	}
 	var b strings.Builder
 	b.Grow(size)
-	type offsets struct{ id, idEnd, val, end int }
+	type offsets struct{ rec, id, idEnd, val, end int }
 	at := make([]offsets, len(elems))
 	for i := range elems {
 		e := &elems[i]
+		at[i].rec = b.Len()
 		writeUvarint(&b, uint64(idPrefixLen(e.Set)+concatLen(e.Key)))
 		at[i].id = b.Len()
 		writeIDPrefix(&b, e.Set)
@@ -48,7 +50,7 @@ func newArena(elems []Element) (elementArena, []arenaSpan) {
 	s := b.String()
 	spans := make([]arenaSpan, len(elems))
 	for i, o := range at {
-		spans[i] = arenaSpan{id: s[o.id:o.idEnd], val: s[o.val:o.end], off: uint32(o.idEnd)}
+		spans[i] = arenaSpan{id: s[o.id:o.idEnd], val: s[o.val:o.end], off: uint32(o.rec)}
 	}
 	return elementArena(s), spans
 }
@@ -85,21 +87,29 @@ func (a elementArena) count() int {
 	return n
 }
 
-// valueAt is the value whose length is at off.
+// idAt is the ID of the record at off.
+func (a elementArena) idAt(off uint32) string {
+	id, _ := arenaField(string(a[off:]))
+	return id
+}
+
+// valueAt is the value of the record at off.
 func (a elementArena) valueAt(off uint32) string {
-	v, _ := arenaField(string(a[off:]))
+	_, rest := arenaField(string(a[off:]))
+	v, _ := arenaField(rest)
 	return v
 }
 
-// find returns the arena's own string of id and the offset of its value; an
+// find returns the arena's own string of id and the offset of its record; an
 // owner's arena is short (its own elements), and this serves the rare hand-over of
 // a contested element.
 func (a elementArena) find(id string) (string, uint32, bool) {
 	s := string(a)
 	for len(s) > 0 {
+		rec := uint32(len(a) - len(s))
 		x, rest := arenaField(s)
 		if x == id {
-			return x, uint32(len(a) - len(rest)), true
+			return x, rec, true
 		}
 		_, s = arenaField(rest)
 	}

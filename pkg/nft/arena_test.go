@@ -54,7 +54,7 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 		if !within(id, arena) {
 			t.Errorf("entry %q (owner %s) is keyed outside its owner's arena", id, owner)
 		}
-		if e.owner != r.ownerRefs[owner] || r.arenas[e.owner] != arena {
+		if o := r.arenas[e.owner]; e.owner != r.ownerRefs[owner] || o.current() != arena || o.arenas[e.arena()] != arena {
 			t.Errorf("entry %q: owner %s's arena is not the one its number names", id, owner)
 		}
 		if got, ok := r.Element(id); !ok || got.ID() != id {

@@ -48,8 +48,11 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 		arena, spans = newArena(uniq)
 	}
 	ref := r.ownerRef(owner)
-	// While the entries change, r.arenas[ref] stays the old arena (dropHolder and
-	// putHolder read the values it holds); it is the new one from the switch on.
+	// The new arena goes beside the old one, whose records the entries not moved
+	// yet point at (ownerArenas); the old one goes once every entry has moved.
+	prev := r.arenas[ref].cur
+	next := 1 - prev
+	r.arenas[ref].arenas[next] = arena
 	for id := range old.ids() {
 		if _, kept := first[id]; !kept {
 			r.dropHolder(ref, id)
@@ -63,9 +66,9 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 		r.markWhole(owner, arena)
 	}
 	for i, e := range uniq {
-		r.putHolder(ref, spans[i], e, !whole)
+		r.putHolder(ref, next, spans[i], e, !whole)
 	}
-	r.arenas[ref] = arena
+	r.arenas[ref].arenas[prev], r.arenas[ref].cur = "", next
 	for i := range uniq {
 		id := spans[i].id
 		if more := r.contested[id]; len(more) > 0 {
@@ -82,17 +85,17 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 }
 
 // putHolder sets the version of e (whose ID and value are at, in the owner's new
-// arena) of the owner ref and marks the element changed if the value in effect
-// changed (the owner's own mark only if mark: see setElements). An entry whose value
-// is the owner's is stored under at.id, the new arena's string (a Go map replaces a
-// string key on assignment), with the offset of its value there, so no entry keeps
-// the owner's previous arena alive.
-func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
+// arena, number arena of its ownerArenas) of the owner ref and marks the element
+// changed if the value in effect changed (the owner's own mark only if mark: see
+// setElements). An entry whose value is the owner's points at the new arena, so no
+// entry keeps the owner's previous arena alive.
+func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, mark bool) {
 	owner, id := r.ownerNames[ref], at.id
 	entry, ok := r.elements.get(id)
 	switch {
 	case !ok:
-		entry = elementEntry{owner: ref, at: at.off}
+		entry = elementEntry{owner: ref}
+		entry.setRecord(arena, at.off)
 		r.takeHash(id, &entry)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
@@ -101,17 +104,17 @@ func (r *Ruleset) putHolder(ref ownerRef, at arenaSpan, e Element, mark bool) {
 			r.markElem(owner, id)
 		}
 	case entry.owner == ref:
-		// entry.off() is in the owner's previous arena, r.arenas[ref] until the switch.
+		// The entry still points at the owner's previous arena.
 		if mark && r.valueOf(entry) != at.val {
 			r.markElem(owner, id)
 		}
-		entry.setOff(at.off)
+		entry.setRecord(arena, at.off)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 	case owner < r.ownerNames[entry.owner]:
 		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
 		entry.owner = ref
-		entry.setOff(at.off)
+		entry.setRecord(arena, at.off)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
@@ -152,19 +155,28 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	next := r.ownerRef(more[0].owner)
 	// The next owner renders id, so its arena holds it: the entry is keyed and
 	// valued from there, not from the arena of the owner letting go.
-	nextID, off, found := r.arenas[next].find(id)
-	if !found { // cannot be: an owner in contested holds the element
-		nextID, off = strings.Clone(id), 0
+	nextArena := &r.arenas[next]
+	nextID, off, found := nextArena.current().find(id)
+	if !found {
+		// Cannot be (an owner in contested holds the element); the entry cannot
+		// point at a record the next owner does not have, so the element goes.
+		r.setContested(id, nil)
+		r.leaveHash(id, entry)
+		r.elements.del(id)
+		delete(r.undeclared, id)
+		r.countElement(setOfID(id), -1)
+		r.markElem(owner, id)
+		return
 	}
 	entry.owner = next
-	entry.setOff(off)
+	entry.setRecord(nextArena.cur, off)
 	r.elements.put(nextID, entry)
 	if _, declared := r.Sets[more[0].Set]; !declared {
 		r.undeclared[id] = &more[0].Element
 	}
 	r.setContested(id, more[1:])
 	r.touch(id) // the next owner may differ from those after it
-	if !found || prev != r.valueOf(entry) {
+	if prev != r.valueOf(entry) {
 		// Both owners' transactions carry the swap, so that it lands with either.
 		r.markElem(owner, id)
 		r.markElem(more[0].owner, id)
@@ -266,7 +278,7 @@ func (r *Ruleset) ownerRef(owner string) ownerRef {
 	} else {
 		ref = ownerRef(len(r.ownerNames))
 		r.ownerNames = append(r.ownerNames, owner)
-		r.arenas = append(r.arenas, "")
+		r.arenas = append(r.arenas, ownerArenas{})
 	}
 	r.ownerRefs[owner] = ref
 	return ref
@@ -279,6 +291,6 @@ func (r *Ruleset) releaseOwnerRef(owner string) {
 		return
 	}
 	delete(r.ownerRefs, owner)
-	r.ownerNames[ref], r.arenas[ref] = "", ""
+	r.ownerNames[ref], r.arenas[ref] = "", ownerArenas{}
 	r.freeRefs = append(r.freeRefs, ref)
 }

@@ -3,8 +3,8 @@ package nft
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
-	"unsafe"
 )
 
 // TestElementTableAgainstMap runs random puts and deletes on the table and on a Go
@@ -26,13 +26,18 @@ func TestElementTableAgainstMap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tc.ids)))
-			var tab elementTable
+			names := make([]string, tc.ids)
+			for i := range names {
+				names[i] = fmt.Sprintf("set\x00%d", i)
+			}
+			tab := elementTable{idOf: func(e elementEntry) string { return names[e.owner] }}
 			tab.reserve(tc.reserve)
 			want := map[string]elementEntry{}
 			for op := range tc.ops {
-				id := fmt.Sprintf("set\x00%d", rng.IntN(tc.ids))
+				k := rng.IntN(tc.ids)
+				id := names[k]
 				if rng.Float64() < tc.putShare {
-					e := elementEntry{owner: ownerRef(op), at: uint32(rng.IntN(1 << 20)), kernel: rng.Uint64()}
+					e := elementEntry{owner: ownerRef(k), at: uint32(rng.IntN(1 << 20)), kernel: rng.Uint64()}
 					tab.put(id, e)
 					want[id] = e
 				} else {
@@ -74,9 +79,14 @@ func TestElementTableAgainstMap(t *testing.T) {
 // TestElementTableShrinks: a Go map never gives back the memory of entries that
 // went; the table does at its next rehash.
 func TestElementTableShrinks(t *testing.T) {
-	var tab elementTable
+	var names []string
+	tab := elementTable{idOf: func(e elementEntry) string { return names[e.owner] }}
+	put := func(id string, at uint32) {
+		names = append(names, id)
+		tab.put(id, elementEntry{owner: ownerRef(len(names) - 1), at: at})
+	}
 	for i := range 100000 {
-		tab.put(fmt.Sprint(i), elementEntry{at: uint32(i)})
+		put(fmt.Sprint(i), uint32(i))
 	}
 	big := len(tab.slots)
 	for i := range 99000 {
@@ -84,7 +94,7 @@ func TestElementTableShrinks(t *testing.T) {
 	}
 	// Churn on the 1000 left: new IDs fill deleted slots until a rehash.
 	for i := range 200000 {
-		tab.put(fmt.Sprint("n", i), elementEntry{})
+		put(fmt.Sprint("n", i), 0)
 		tab.del(fmt.Sprint("n", i))
 	}
 	if len(tab.slots) >= big/10 {
@@ -97,17 +107,46 @@ func TestElementTableShrinks(t *testing.T) {
 	}
 }
 
-// TestElementTablePutReplacesKey: the ruleset re-keys an entry into an owner's new
-// arena by putting it under an equal ID string; the old string must not stay.
-func TestElementTablePutReplacesKey(t *testing.T) {
-	var tab elementTable
-	old := string([]byte("set\x00key"))
-	tab.put(old, elementEntry{at: 1})
-	next := string([]byte("set\x00key"))
-	tab.put(next, elementEntry{at: 2})
-	for id := range tab.all() {
-		if unsafe.StringData(id) != unsafe.StringData(next) {
-			t.Fatalf("the table keeps the first key string after a put of an equal one")
+// TestReRenderMovesEveryEntry: the table reads IDs from the owners' arenas, so
+// after each SetFragment every entry must point into its owner's current arena
+// (none into one being replaced, which would also keep it alive) and give back its
+// ID; contested IDs handed from owner to owner included.
+func TestReRenderMovesEveryEntry(t *testing.T) {
+	r := newTestRuleset()
+	frag := func(from, to int) Fragment {
+		var f Fragment
+		for i := from; i < to; i++ {
+			f.Elements = append(f.Elements, Element{Set: "ips", Key: []Datum{IP(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}))}})
 		}
+		return f
+	}
+	check := func(step string) {
+		t.Helper()
+		n := 0
+		for id, e := range r.elements.all() {
+			n++
+			o := r.arenas[e.owner]
+			if o.arenas[e.arena()] != o.current() || o.arenas[1-o.cur] != "" {
+				t.Fatalf("%s: entry of %q points into a replaced arena of %s", step, id, r.ownerNames[e.owner])
+			}
+			if got, ok := r.elements.get(id); !ok || got != e {
+				t.Fatalf("%s: %q not found by its own ID", step, id)
+			}
+		}
+		if n != r.ElementCount() {
+			t.Fatalf("%s: all() yields %d entries, the count is %d", step, n, r.ElementCount())
+		}
+	}
+	r.SetFragment("b", frag(0, 300))
+	r.SetFragment("a", frag(200, 500)) // takes 200-299 over: "a" < "b"
+	check("a over b")
+	r.SetFragment("a", frag(250, 600)) // 200-249 go back to b
+	check("a re-rendered")
+	r.SetFragment("b", frag(0, 260))
+	check("b re-rendered")
+	r.SetFragment("a", Fragment{}) // 250-259 back to b, the rest gone
+	check("a removed")
+	if got := r.ElementCount(); got != 260 {
+		t.Fatalf("%d elements, want b's 260", got)
 	}
 }

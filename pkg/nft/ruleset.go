@@ -27,8 +27,8 @@ type Ruleset struct {
 	ownerRefs  map[string]ownerRef
 	ownerNames []string
 	freeRefs   []ownerRef
-	// arenas[ref] is the arena of the owner numbered ref (owned.elements).
-	arenas []elementArena
+	// arenas[ref] are the arenas of the owner numbered ref (ownerArenas).
+	arenas []ownerArenas
 	// undeclared holds, by ID, the elements of sets the ruleset does not declare:
 	// their bytes cannot be split into Datums again (elementOf).
 	undeclared map[string]*Element
@@ -68,27 +68,49 @@ type Ruleset struct {
 // allocated apart cost 64 bytes and a pointer more each.
 type elementEntry struct {
 	owner ownerRef // the lowest owner, whose value is in effect
-	// at is where the value sits in that owner's arena (elementvalue.go); its top
-	// bit (entryInKernel) says that the bound view records the kernel holding this
+	// at is where the element's record (its ID and value) sits in one of that
+	// owner's arenas, and which one (entryArena; see ownerArenas). Its top bit
+	// (entryInKernel) says that the bound view records the kernel holding this
 	// ID, with the value hash kernel (bind.go). A flag of its own made each entry
 	// 24 bytes instead of 16 (660k entries at 30k Services); an owner's arena is
-	// never near 2 GiB.
+	// never near 1 GiB.
 	at     uint32
 	kernel uint64
 }
 
-const entryInKernel = 1 << 31
+const (
+	entryInKernel = 1 << 31
+	entryArena    = 1 << 30
+)
 
-func (e elementEntry) off() uint32    { return e.at &^ entryInKernel }
+func (e elementEntry) off() uint32    { return e.at &^ (entryInKernel | entryArena) }
+func (e elementEntry) arena() uint8   { return uint8(e.at >> 30 & 1) }
 func (e elementEntry) inKernel() bool { return e.at&entryInKernel != 0 }
 
-func (e *elementEntry) setOff(off uint32) { e.at = e.at&entryInKernel | off }
+// setRecord points the entry at the record at off in its owner's arena number
+// arena (0 or 1).
+func (e *elementEntry) setRecord(arena uint8, off uint32) {
+	e.at = e.at&entryInKernel | uint32(arena&1)<<30 | off
+}
 
 // setKernel records that the kernel holds the ID with value hash h.
 func (e *elementEntry) setKernel(h uint64) { e.at, e.kernel = e.at|entryInKernel, h }
 
 // clearKernel records that the kernel does not hold the ID.
 func (e *elementEntry) clearKernel() { e.at, e.kernel = e.at&^entryInKernel, 0 }
+
+// ownerArenas are an owner's arena (owned.elements), arenas[cur], and while
+// setElements moves the owner's entries to a new arena, that one too: the element
+// table reads each entry's ID from the arena it points into, so an entry must
+// name the arena that holds its record at every step, the old one until it is
+// moved and the new one after. The other slot is empty outside setElements.
+type ownerArenas struct {
+	arenas [2]elementArena
+	cur    uint8
+}
+
+// current is the owner's arena.
+func (o *ownerArenas) current() elementArena { return o.arenas[o.cur] }
 
 // holder is one owner's version of an element.
 type holder struct {
@@ -231,6 +253,7 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 
 		undeclared: map[string]*Element{},
 	}
+	r.elements.idOf = r.idOf
 	for _, s := range sets {
 		r.Sets[s.Name] = s
 	}
