@@ -49,12 +49,12 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 		return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(a))
 	}
 	for id, e := range r.elements.all() {
-		owner := r.ownerNames[e.owner]
-		arena := r.owners[owner].elements
+		o := r.owned[e.owner]
+		owner, arena := o.name, o.elements()
 		if !within(id, arena) {
 			t.Errorf("entry %q (owner %s) is keyed outside its owner's arena", id, owner)
 		}
-		if o := r.arenas[e.owner]; e.owner != r.ownerRefs[owner] || o.current() != arena || o.arenas[e.arena()] != arena {
+		if e.owner != r.owners[owner] || o.arenas[e.arena()] != arena {
 			t.Errorf("entry %q: owner %s's arena is not the one its number names", id, owner)
 		}
 		if got, ok := r.Element(id); !ok || got.ID() != id {

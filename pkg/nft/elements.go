@@ -18,10 +18,11 @@ func (c ElementConflict) String() string {
 		joinData(c.Kept.Key), c.Kept.Set, c.Winner, c.Kept.String(), c.Loser, c.Dropped.String())
 }
 
-// setElements replaces owner's elements (those of the arena old) with elems and
-// returns the owner's new arena and the conflicts elems take part in. An ID owner no
+// setElements replaces the elements of the owner numbered ref (those of the arena
+// old) with elems and returns the conflicts elems take part in. An ID the owner no
 // longer adds goes to the next owner that does, or out of the table.
-func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (elementArena, []ElementConflict) {
+func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) []ElementConflict {
+	owner := r.owned[ref].name
 	var conflicts []ElementConflict
 	arena, spans := newArena(elems)
 	// An owner holds an ID once: the first of its versions.
@@ -47,12 +48,11 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 		// Rare (a renderer's bug, reported above): the arena holds each ID once.
 		arena, spans = newArena(uniq)
 	}
-	ref := r.ownerRef(owner)
 	// The new arena goes beside the old one, whose records the entries not moved
-	// yet point at (ownerArenas); the old one goes once every entry has moved.
-	prev := r.arenas[ref].cur
+	// yet point at (owned); the old one goes once every entry has moved.
+	prev := r.owned[ref].cur
 	next := 1 - prev
-	r.arenas[ref].arenas[next] = arena
+	r.owned[ref].arenas[next] = arena
 	for id := range old.ids() {
 		if _, kept := first[id]; !kept {
 			r.dropHolder(ref, id)
@@ -68,7 +68,7 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 	for i, e := range uniq {
 		r.putHolder(ref, next, spans[i], e, !whole)
 	}
-	r.arenas[ref].arenas[prev], r.arenas[ref].cur = "", next
+	r.owned[ref].arenas[prev], r.owned[ref].cur = "", next
 	for i := range uniq {
 		id := spans[i].id
 		if more := r.contested[id]; len(more) > 0 {
@@ -78,19 +78,16 @@ func (r *Ruleset) setElements(owner string, old elementArena, elems []Element) (
 			}
 		}
 	}
-	if len(uniq) == 0 {
-		r.releaseOwnerRef(owner) // no entry names it any more
-	}
-	return arena, conflicts
+	return conflicts
 }
 
 // putHolder sets the version of e (whose ID and value are at, in the owner's new
-// arena, number arena of its ownerArenas) of the owner ref and marks the element
+// arena, number arena of its owned.arenas) of the owner ref and marks the element
 // changed if the value in effect changed (the owner's own mark only if mark: see
 // setElements). An entry whose value is the owner's points at the new arena, so no
 // entry keeps the owner's previous arena alive.
 func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, mark bool) {
-	owner, id := r.ownerNames[ref], at.id
+	owner, id := r.owned[ref].name, at.id
 	entry, ok := r.elements.get(id)
 	switch {
 	case !ok:
@@ -111,8 +108,8 @@ func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, 
 		entry.setRecord(arena, at.off)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
-	case owner < r.ownerNames[entry.owner]:
-		prev := holder{owner: r.ownerNames[entry.owner], Element: r.elementOf(id, entry)}
+	case owner < r.owned[entry.owner].name:
+		prev := holder{owner: r.owned[entry.owner].name, Element: r.elementOf(id, entry)}
 		entry.owner = ref
 		entry.setRecord(arena, at.off)
 		r.elements.put(id, entry)
@@ -136,7 +133,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	if !ok {
 		return
 	}
-	owner := r.ownerNames[ref]
+	owner := r.owned[ref].name
 	more := r.contested[id]
 	if entry.owner != ref {
 		r.setContested(id, slices.DeleteFunc(more, func(h holder) bool { return h.owner == owner }))
@@ -155,8 +152,8 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	next := r.ownerRef(more[0].owner)
 	// The next owner renders id, so its arena holds it: the entry is keyed and
 	// valued from there, not from the arena of the owner letting go.
-	nextArena := &r.arenas[next]
-	nextID, off, found := nextArena.current().find(id)
+	nextOwned := &r.owned[next]
+	nextID, off, found := nextOwned.elements().find(id)
 	if !found {
 		// Cannot be (an owner in contested holds the element); the entry cannot
 		// point at a record the next owner does not have, so the element goes.
@@ -169,7 +166,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 		return
 	}
 	entry.owner = next
-	entry.setRecord(nextArena.cur, off)
+	entry.setRecord(nextOwned.cur, off)
 	r.elements.put(nextID, entry)
 	if _, declared := r.Sets[more[0].Set]; !declared {
 		r.undeclared[id] = &more[0].Element
@@ -208,7 +205,7 @@ func (r *Ruleset) entryConflicts(id string, entry elementEntry, owner string, mo
 	if len(more) == 0 {
 		return nil
 	}
-	kept, winner := r.elementOf(id, entry), r.ownerNames[entry.owner]
+	kept, winner := r.elementOf(id, entry), r.owned[entry.owner].name
 	var out []ElementConflict
 	for _, h := range more {
 		if (owner == winner || owner == h.owner) && !elementsEqual(h.Element, kept) {
@@ -242,7 +239,7 @@ func (r *Ruleset) TakeConflicts() []ElementConflict {
 	for _, id := range sortedKeys(r.touched) {
 		if more := r.contested[id]; len(more) > 0 {
 			entry := r.elements.getOrZero(id)
-			out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], more)...)
+			out = append(out, r.entryConflicts(id, entry, r.owned[entry.owner].name, more)...)
 		}
 	}
 	r.touched = nil
@@ -256,7 +253,7 @@ func (r *Ruleset) Conflicts() []ElementConflict {
 	var out []ElementConflict
 	for _, id := range sortedKeys(r.contested) {
 		entry := r.elements.getOrZero(id)
-		out = append(out, r.entryConflicts(id, entry, r.ownerNames[entry.owner], r.contested[id])...)
+		out = append(out, r.entryConflicts(id, entry, r.owned[entry.owner].name, r.contested[id])...)
 	}
 	return out
 }
@@ -268,29 +265,29 @@ type ownerRef uint32
 // ownerRef returns owner's number, giving it one (a free one first) if it has
 // none.
 func (r *Ruleset) ownerRef(owner string) ownerRef {
-	if ref, ok := r.ownerRefs[owner]; ok {
+	if ref, ok := r.owners[owner]; ok {
 		return ref
 	}
 	var ref ownerRef
 	if n := len(r.freeRefs); n > 0 {
 		ref, r.freeRefs = r.freeRefs[n-1], r.freeRefs[:n-1]
-		r.ownerNames[ref] = owner
 	} else {
-		ref = ownerRef(len(r.ownerNames))
-		r.ownerNames = append(r.ownerNames, owner)
-		r.arenas = append(r.arenas, ownerArenas{})
+		ref = ownerRef(len(r.owned))
+		r.owned = append(r.owned, owned{})
 	}
-	r.ownerRefs[owner] = ref
+	r.owned[ref] = owned{name: owner}
+	r.owners[owner] = ref
 	return ref
 }
 
-// releaseOwnerRef frees the number of an owner no element entry names.
+// releaseOwnerRef frees the number of an owner gone: no element entry names it
+// any more.
 func (r *Ruleset) releaseOwnerRef(owner string) {
-	ref, ok := r.ownerRefs[owner]
+	ref, ok := r.owners[owner]
 	if !ok {
 		return
 	}
-	delete(r.ownerRefs, owner)
-	r.ownerNames[ref], r.arenas[ref] = "", ownerArenas{}
+	delete(r.owners, owner)
+	r.owned[ref] = owned{}
 	r.freeRefs = append(r.freeRefs, ref)
 }

@@ -106,12 +106,12 @@ func decodeValue(s *Set, val string, e *Element) {
 
 // valueOf is the encoded value of the element an entry holds.
 func (r *Ruleset) valueOf(entry elementEntry) string {
-	return r.arenas[entry.owner].arenas[entry.arena()].valueAt(entry.off())
+	return r.owned[entry.owner].arenas[entry.arena()].valueAt(entry.off())
 }
 
 // idOf is the ID of the element an entry holds: the element table's key.
 func (r *Ruleset) idOf(entry elementEntry) string {
-	return r.arenas[entry.owner].arenas[entry.arena()].idAt(entry.off())
+	return r.owned[entry.owner].arenas[entry.arena()].idAt(entry.off())
 }
 
 // elementOf rebuilds the element the entry of id holds.

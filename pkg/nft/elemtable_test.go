@@ -125,9 +125,9 @@ func TestReRenderMovesEveryEntry(t *testing.T) {
 		n := 0
 		for id, e := range r.elements.all() {
 			n++
-			o := r.arenas[e.owner]
-			if o.arenas[e.arena()] != o.current() || o.arenas[1-o.cur] != "" {
-				t.Fatalf("%s: entry of %q points into a replaced arena of %s", step, id, r.ownerNames[e.owner])
+			o := r.owned[e.owner]
+			if o.arenas[e.arena()] != o.elements() || o.arenas[1-o.cur] != "" {
+				t.Fatalf("%s: entry of %q points into a replaced arena of %s", step, id, o.name)
 			}
 			if got, ok := r.elements.get(id); !ok || got != e {
 				t.Fatalf("%s: %q not found by its own ID", step, id)

@@ -133,7 +133,7 @@ func (r *Ruleset) MarkPartsDirty(v *View, p Parts) {
 	in := inSets(p.Sets)
 	for id, e := range r.elements.all() {
 		if in(id) {
-			r.markElem(r.ownerNames[e.owner], id)
+			r.markElem(r.owned[e.owner].name, id)
 		}
 	}
 	for id := range v.Elements {
