@@ -8,7 +8,7 @@ import (
 )
 
 func TestMergeEndpoints(t *testing.T) {
-	svc := ServiceKey{"ns", "svc"}
+	svc := "svc"
 	name := func(port, proto string) ServicePortName {
 		return ServicePortName{Namespace: "ns", Name: "svc", Port: port, Protocol: proto}
 	}

@@ -145,7 +145,7 @@ func (t *Tracker) oldestProxiedLocked(claimants []ServiceKey) (ServiceKey, bool)
 		if t.losesClusterIPLocked(c) {
 			continue
 		}
-		if !found || cmp.Or(t.services[c].created.Compare(t.services[winner].created), compareServiceKeys(c, winner)) < 0 {
+		if !found || cmp.Or(cmp.Compare(t.services[c].created, t.services[winner].created), compareServiceKeys(c, winner)) < 0 {
 			winner, found = c, true
 		}
 	}

@@ -26,7 +26,9 @@ type slicePort struct {
 // that can affect rendering, in canonical order, so that two versions of a
 // slice can be compared to detect no-op updates.
 type sliceData struct {
-	Service ServiceKey
+	// Service is the name of the slice's Service, in the slice's namespace: the
+	// name alone keeps the struct in a smaller size class (tens of thousands).
+	Service string
 	Ports   []slicePort
 	// Endpoints carry the slice's port when it has exactly one (the common case:
 	// mergeEndpoints can then hand this very list to the snapshot instead of a
@@ -91,7 +93,7 @@ func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) 
 	if !addressTypeMatches(s.AddressType, fam) {
 		return nil
 	}
-	d := &sliceData{Service: ServiceKey{Namespace: s.Namespace, Name: svcName}}
+	d := &sliceData{Service: svcName}
 
 	for i, p := range s.Ports {
 		// A nil port means "all ports", which no proxy can implement; kube-proxy

@@ -12,7 +12,7 @@ import (
 
 func TestExtractSlice(t *testing.T) {
 	http := slicePortOf("http", v1.ProtocolTCP, 8080)
-	svc := ServiceKey{"ns", "svc"}
+	svc := "svc"
 	httpPort := slicePort{Name: "http", Protocol: "TCP", Port: 8080}
 
 	tests := []struct {

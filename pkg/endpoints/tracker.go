@@ -89,7 +89,7 @@ type Tracker struct {
 	slicesBySvc map[ServiceKey]serviceSlices
 	// sliceOwner remembers which Service a slice was filed under, so a delete
 	// or relabel can find it without trusting the (possibly stale) object.
-	sliceOwner map[sliceKey]ServiceKey
+	sliceOwner map[sliceKey]string // the Service's name; its namespace is the slice's
 	// dirty maps Services whose inputs changed since the last Take to the time
 	// of the first such change.
 	dirty map[ServiceKey]time.Time
@@ -128,7 +128,7 @@ func NewTracker(opts TrackerOptions) *Tracker {
 		addrClaims:      make(map[netip.Addr]map[slicePort][]ServiceKey),
 		losingAddrs:     make(map[ServiceKey]map[addrKey]addrLoss),
 		slicesBySvc:     make(map[ServiceKey]serviceSlices),
-		sliceOwner:      make(map[sliceKey]ServiceKey),
+		sliceOwner:      make(map[sliceKey]string),
 		dirty:           make(map[ServiceKey]time.Time),
 		snap:            make(map[ServiceKey]ServiceSnapshot),
 	}
@@ -178,7 +178,7 @@ func (t *Tracker) upsertService(svc *v1.Service) {
 	ports := servicePorts(svc, t.family, t.reporter(KindService, svc.Namespace, svc.Name))
 	var e *serviceEntry
 	if ports != nil {
-		e = &serviceEntry{ports: ports, created: svc.CreationTimestamp.Time, uid: svc.UID}
+		e = &serviceEntry{ports: ports, created: svc.CreationTimestamp.Unix(), uid: svc.UID}
 	}
 	t.setService(serviceKeyOf(svc), e)
 }
@@ -263,7 +263,8 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 	if t.counts != nil {
 		t.counts.EndpointSliceEvent()
 	}
-	owner, had := t.sliceOwner[key]
+	ownerName, had := t.sliceOwner[key]
+	owner := ServiceKey{Namespace: key.Namespace, Name: ownerName}
 	if had && d != nil && t.slicesBySvc[owner].get(key.Name).equal(d) {
 		return
 	}
@@ -288,12 +289,13 @@ func (t *Tracker) setSlice(key sliceKey, d *sliceData, trigger time.Time) {
 		}
 		return
 	}
+	svc := ServiceKey{Namespace: key.Namespace, Name: d.Service}
 	if !trigger.IsZero() && trigger.After(t.started) {
-		t.triggers[d.Service] = append(t.triggers[d.Service], trigger)
+		t.triggers[svc] = append(t.triggers[svc], trigger)
 	}
-	t.slicesBySvc[d.Service] = t.slicesBySvc[d.Service].with(key.Name, d)
+	t.slicesBySvc[svc] = t.slicesBySvc[svc].with(key.Name, d)
 	t.sliceOwner[key] = d.Service
-	t.markDirtyLocked(d.Service)
+	t.markDirtyLocked(svc)
 }
 
 func (t *Tracker) markDirtyLocked(key ServiceKey) {
