@@ -15,9 +15,12 @@ const costSpacingFactor = 9
 
 // minCostSpacing is the least spacing under a burst: a sync has costs its own CPU
 // time does not show (waking the loop, the informers' and the garbage collector's
-// share), and spacing by a 1 ms sync alone synced 60 times a second under churn
-// for no latency a client could see.
-const minCostSpacing = 20 * time.Millisecond
+// share, the kernel's fixed cost per transaction), and spacing by a 1 ms sync alone
+// synced 60 times a second under churn for no latency a client could see. At 30k
+// Services with 300 changed a second most syncs sat on this floor: 20 ms gave 2600
+// syncs a minute for 9.6-10.3% of a core and a p99 of 25-35 ms, 40 ms 1360 syncs
+// for 8.4-8.9% and a p99 of 47-56 ms (docs/bench.md, "The sync floor").
+const minCostSpacing = 40 * time.Millisecond
 
 // recentCosts is how many of the last syncs' costs the spacing is the median of:
 // one slow sync (a GC cycle, a full resync) must not hold the next changes for nine
