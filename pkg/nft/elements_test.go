@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -199,5 +200,24 @@ func TestTakeConflictsReportsTheBatch(t *testing.T) {
 	}
 	if got := names(r.Conflicts()); got != "b>c" {
 		t.Errorf("Conflicts() at the end = %q, want b>c", got)
+	}
+}
+
+// TestSetFragmentAllocatesPerOwner: rendering an owner's elements allocates per
+// owner (its arena, its spans, the map of its IDs), not per element. Each element
+// put was once moved to the heap by an address taken for undeclared sets only
+// (keepUndeclared): 223 allocations for these 200 elements, instead of 23.
+func TestSetFragmentAllocatesPerOwner(t *testing.T) {
+	r := newTestRuleset()
+	var f Fragment
+	for i := range 200 {
+		f.Elements = append(f.Elements, Element{Set: "ips", Key: []Datum{IP(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}))}})
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		r.SetFragment("a", f)
+		r.SetFragment("a", Fragment{})
+	})
+	if allocs > 100 {
+		t.Fatalf("%v allocations to add and remove an owner of %d elements: some are per element", allocs, len(f.Elements))
 	}
 }
