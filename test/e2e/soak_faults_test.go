@@ -47,8 +47,14 @@ type faultRecord struct {
 	// unrepaired: a kernel fault the proxy had not repaired after
 	// repairWait (the soak may have undone it since).
 	unrepaired bool
-	note       string
-	err        error
+	// apiDown: kube-apiserver was killed and not ready again during this
+	// span (zero: it was not): no proxy could learn of a change then, so
+	// every node's change samples near it are apart, whatever f.node.
+	apiDown span
+	// expiry: what the watch-expiry fault saw (nil for other kinds).
+	expiry *watchExpiry
+	note   string
+	err    error
 }
 
 // windowEnd is the end of the span failures are attributed to: until the
@@ -96,7 +102,7 @@ func faultKinds() []faultKind {
 		{name: "partition from apiserver 30s", takes: 31 * time.Second, onNode: true, run: (*soak).partition},
 		{name: "EndpointSlice burst 200/s 10s", takes: 11 * time.Second, run: (*soak).sliceBurst},
 		{name: "Service type changes", takes: 10 * time.Second, run: (*soak).typeChanges},
-		{name: "etcd compaction + apiserver restart (410)", takes: 12 * time.Second, run: (*soak).compact},
+		{name: "watch expiry (410)", takes: expiryTakes, onNode: true, run: (*soak).expireWatches},
 		{name: "foreign table held", takes: 17 * time.Second, onNode: true, skip: needsNftTable, run: (*soak).holdForeign},
 		{name: "node address added/removed", takes: 9 * time.Second, onNode: true, run: (*soak).addressChange},
 		{name: "memory limit 2x RSS", takes: 21 * time.Second, onNode: true, skip: needsCgroupMemory, run: (*soak).memoryLimit},
@@ -177,7 +183,7 @@ func (s *soak) runFaults(deadline time.Time) {
 // until its /healthz says 200.
 func (s *soak) restartProxy(n *node, f *faultRecord) {
 	f.restarts = true
-	if err := s.c.startProxy(n); err != nil {
+	if err := s.startProxy(n); err != nil {
 		f.err = err
 		return
 	}
@@ -209,29 +215,46 @@ func (s *soak) restartAPI(f *faultRecord) {
 	// No proxy learns of a change from the kill until the new API server
 	// answers their watches again.
 	f.blocksChanges = true
+	ready, err := s.bounceAPI(f)
+	f.err = err
+	f.note = fmt.Sprintf("ready %v after the kill", ready.Round(time.Millisecond))
+}
+
+// bounceAPI kills kube-apiserver, starts it again and waits until it is
+// ready; f.apiDown is the span between. It returns how long that took.
+func (s *soak) bounceAPI(f *faultRecord) (time.Duration, error) {
 	c := s.c
+	killed := time.Now()
 	c.apiserver.kill()
 	<-c.apiserver.Done()
 	api, err := c.restartControl(c.apiserver)
 	if err != nil {
-		f.err = err
-		return
+		f.apiDown = span{killed, time.Now()}
+		return time.Since(killed), err
 	}
 	c.apiserver = api
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f.err = c.waitAPIReady(ctx)
-	f.note = fmt.Sprintf("ready %v after the kill", time.Since(f.start).Round(time.Millisecond))
+	err = c.waitAPIReady(ctx)
+	f.apiDown = span{killed, time.Now()}
+	return time.Since(killed), err
 }
 
-// tooOld is how client-go logs a watch that expired (410 Gone).
-var tooOld = regexp.MustCompile(`too old resource version|Gone|410`)
+// tooOld is how an expired watch (410 Gone) shows in a proxy's log:
+// client-go's reflector logs "Watch closed" with the API server's message,
+// "too old resource version: <asked> (<oldest it has>)" from the watch
+// cache, or etcd's "The resourceVersion for the provided watch is too old"
+// without it. The reflector logs it at V(4) only: the soak runs the
+// proxies with --vmodule=reflector=4 (soakProxyArgs).
+var tooOld = regexp.MustCompile(`too old resource version|resourceVersion for the provided watch is too old`)
 
-// compact compacts etcd at its current revision (its gRPC gateway, from
-// the control-plane namespace) and restarts kube-apiserver: the new
-// watch cache starts past every revision the proxies' watches hold, so
-// they resume with 410 Gone and must list again.
-func (s *soak) compact(f *faultRecord) {
+// populated is the reflector's line after every list and watch-list, the
+// first and every relist (V(2)).
+var populated = regexp.MustCompile(`"Caches populated"`)
+
+// compactEtcd compacts etcd at its current revision through its gRPC
+// gateway (from the control-plane namespace) and returns the revision.
+func (s *soak) compactEtcd() (string, error) {
 	c := s.c
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second)}, Timeout: 10 * time.Second}
 	post := func(path, body string) (string, error) {
@@ -248,22 +271,16 @@ func (s *soak) compact(f *faultRecord) {
 	}
 	out, err := post("/v3/kv/range", `{"key":"AA==","limit":1}`)
 	if err != nil {
-		f.err = fmt.Errorf("etcd revision: %w", err)
-		return
+		return "", fmt.Errorf("etcd revision: %w", err)
 	}
 	m := regexp.MustCompile(`"revision":"(\d+)"`).FindStringSubmatch(out)
 	if m == nil {
-		f.err = fmt.Errorf("no revision in %s", out)
-		return
+		return "", fmt.Errorf("no revision in %s", out)
 	}
 	if _, err := post("/v3/kv/compaction", `{"revision":"`+m[1]+`","physical":true}`); err != nil {
-		f.err = fmt.Errorf("compact: %w", err)
-		return
+		return m[1], fmt.Errorf("compact: %w", err)
 	}
-	before := s.logCount(tooOld)
-	s.restartAPI(f)
-	time.Sleep(3 * time.Second) // the proxies' watches resume
-	f.note = fmt.Sprintf("compacted at revision %s; %s; %d new 410/too-old lines in the proxies' logs", m[1], f.note, s.logCount(tooOld)-before)
+	return m[1], nil
 }
 
 // partition drops, in the node's namespace only, its packets to the API

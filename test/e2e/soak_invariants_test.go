@@ -26,6 +26,8 @@ const healthTimeout = 60 * time.Second
 func (s *soak) evaluate() []invRow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	tooOldHits := s.logHits(tooOld)
+	s.noteExpired(tooOldHits)
 	return []invRow{
 		s.checkConnections(),
 		s.checkLongLived(),
@@ -35,6 +37,7 @@ func (s *soak) evaluate() []invRow {
 		s.checkPanics(),
 		s.checkHealth(),
 		s.checkRepaired(),
+		s.checkExpiry(tooOldHits, s.logHits(populated)),
 		s.checkSticky(),
 	}
 }
@@ -151,7 +154,8 @@ func (s *soak) checkLongLived() invRow {
 // checkChanges: the change probe's p99, leaving apart the samples taken
 // while the measuring client's node could not learn of the change (its
 // proxy down, partitioned or refused by the kernel) or no proxy could (the
-// API server down: restarted, or restarted after a compaction).
+// API server down: restarted, alone or in the watch-expiry fault; its
+// /readyz plus one client timeout and a second).
 func (s *soak) checkChanges() invRow {
 	p := s.probe
 	p.mu.Lock()
@@ -174,6 +178,11 @@ func (s *soak) checkChanges() invRow {
 		var blocked *faultRecord
 		for _, f := range s.faults {
 			if f.blocksChanges && (f.node == nil || f.node == c.caller.node) && c.at.Add(took).After(f.start) && c.at.Before(f.windowEnd(s.end)) {
+				blocked = f
+			}
+			// The API server down (the watch-expiry fault on one node
+			// restarts it too): every node's samples near it.
+			if !f.apiDown.from.IsZero() && c.at.Add(took).After(f.apiDown.from) && c.at.Before(f.apiDown.to.Add(requestTimeout+time.Second)) {
 				blocked = f
 			}
 		}

@@ -149,15 +149,3 @@ func (s *soak) panics() []string {
 	}
 	return out
 }
-
-// logCount counts lines of the proxies' logs that match re (the 410s a
-// compaction forces, for the report).
-func (s *soak) logCount(re *regexp.Regexp) int {
-	files, _ := filepath.Glob(filepath.Join(s.c.logDir, "proxy-*.log"))
-	n := 0
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		n += len(re.FindAllIndex(b, -1))
-	}
-	return n
-}

@@ -22,6 +22,7 @@ import (
 //	soak_traffic_test.go    new connections, long-lived ones, the change probe
 //	soak_faults_test.go     the fault schedule and the process/control-plane faults
 //	soak_kernel_test.go     the faults on the proxy's nftables table
+//	soak_expiry_test.go     the watch-expiry fault (410 Gone); the proxies' logs read
 //	soak_observe_test.go    /healthz, RSS and goroutines sampled; logs scanned
 //	soak_invariants_test.go what must hold, judged from the records
 //	soak_report_test.go     the table, printed and written to docs/soak.md
@@ -114,6 +115,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("SOAK seed=%d duration=%v proxy=%s family=%s rate=%d/s per caller (reproduce: %s)",
 		cfg.seed, cfg.duration, c.proxyKind, c.family, cfg.rate, cfg.command(c))
 
+	if err := s.restartProxiesForSoak(); err != nil {
+		t.Fatalf("start the proxies with %v: %v", soakProxyArgs, err)
+	}
 	s.w = setupSoakWorkload(t, c)
 	s.observe()
 	s.start = time.Now()
