@@ -32,14 +32,16 @@ import (
 // server the history keeps every event younger than 75 s (up to 100k events
 // a resource), so no write rate the soak can afford pushes a watch out of it
 // in a fault's 35 s, and compacting etcd alone does not touch it (the cache
-// does not read etcd back). What does: an API server restart while the
-// proxy cannot reach it. Its node is cut off from the API server first, a
-// Service it serves is deleted (an event only the old cache held), etcd is
-// compacted (where the watch cache is off, watches go to etcd, which then
-// refuses the old revision too), kube-apiserver restarted, a new Service
-// created; then the node is let through again. Its reflectors resume their
-// watches at revisions older than the new cache's first one: 410, a relist,
-// and only the relist can tell the proxy that the old Service is gone.
+// does not read etcd back). What does: an API server restart. So the node is
+// cut off from the API server, kube-apiserver killed, etcd's revision
+// bumped past every resource version a proxy holds and etcd compacted
+// (where the watch cache is off, watches go to etcd, which then refuses the
+// old revision too), kube-apiserver started again, a Service the node
+// serves deleted and a new one created; then the node is let through. Its
+// reflectors resume their watches at revisions older than the new cache's
+// first one: 410, a relist, and only the relist can tell the proxy that
+// the old Service is gone (its deletion is in the new cache's history, but
+// past a watch the API server refuses).
 
 const (
 	expiryPartition = 15 * time.Second // the node cut off from the API server
@@ -58,6 +60,7 @@ type watchExpiry struct {
 	refServed time.Duration // from its creation: the new Service answers on refNode (not partitioned)
 	refNode   string
 	reused    bool   // the new Service got the deleted one's NodePort: gone is not measurable
+	stale     bool   // a second before the lift the node still answered on the deleted Service's NodePort
 	last      string // the last outcomes asked on the node, when something was not seen
 }
 
@@ -204,6 +207,18 @@ func (s *soak) expireWatches(f *faultRecord) {
 		}
 	}()
 
+	// The kill closes the node's connections too (its FIN comes in; only
+	// what the node sends is refused): until then they carry events, so
+	// the changes are made once the new API server is up.
+	var rev string
+	ready, err := s.bounceAPI(f, func() (err error) {
+		rev, err = s.bumpAndCompactEtcd()
+		return err
+	})
+	if err != nil {
+		f.err = err
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err = svcs.Delete(ctx, expiryOld, metav1.DeleteOptions{})
 	cancel()
@@ -211,18 +226,8 @@ func (s *soak) expireWatches(f *faultRecord) {
 		f.err = fmt.Errorf("delete %s: %w", expiryOld, err)
 		return
 	}
-	rev, err := s.compactEtcd()
-	if err != nil {
-		f.err = err
-		return
-	}
-	ready, err := s.bounceAPI(f)
-	if err != nil {
-		f.err = err
-		return
-	}
-	notes = append(notes, fmt.Sprintf("%s cut off from the API server for %v; meanwhile %s deleted, etcd compacted at revision %s, kube-apiserver killed and ready %v later, %s created",
-		n.short, expiryPartition, expiryOld, rev, ready.Round(time.Millisecond), expiryNew))
+	notes = append(notes, fmt.Sprintf("%s cut off from the API server for %v; meanwhile kube-apiserver killed, etcd's revision bumped and compacted at %s, the API server ready %v after the kill, %s deleted and %s created",
+		n.short, expiryPartition, rev, ready.Round(time.Millisecond), expiryOld, expiryNew))
 	nw, err := create(expiryNew)
 	if err != nil {
 		f.err = fmt.Errorf("create %s: %w", expiryNew, err)
@@ -239,6 +244,9 @@ func (s *soak) expireWatches(f *faultRecord) {
 	if poll.Until(context.Background(), time.Until(cut.Add(expiryPartition)), 100*time.Millisecond, func() (bool, string) { return answers(ref, nw) }) == nil {
 		x.refServed = time.Since(created)
 	}
+	time.Sleep(time.Until(cut.Add(expiryPartition - time.Second)))
+	// The premise: the cut-off node still serves what was deleted.
+	x.stale, _ = answers(n, old)
 	time.Sleep(time.Until(cut.Add(expiryPartition)))
 	lift()
 	x.lifted = time.Now()
@@ -372,6 +380,9 @@ func (s *soak) checkExpiry(tooOldHits, listHits []logHit) invRow {
 				return fmt.Sprintf("NOT within %v", expiryWait)
 			}
 			return fmt.Sprintf("after %v", d.Round(time.Millisecond))
+		}
+		if !x.stale {
+			parts = append(parts, fmt.Sprintf("(%s no longer answered on %s's NodePort a second before the lift: the deletion reached it some other way)", n, expiryOld))
 		}
 		ok := x.served >= 0 && (x.gone >= 0 || x.reused)
 		parts = append(parts, fmt.Sprintf("%s served %s, %s gone %s", expiryNew, seen(x.served), expiryOld, seen(x.gone)))

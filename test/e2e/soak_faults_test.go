@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -215,18 +216,23 @@ func (s *soak) restartAPI(f *faultRecord) {
 	// No proxy learns of a change from the kill until the new API server
 	// answers their watches again.
 	f.blocksChanges = true
-	ready, err := s.bounceAPI(f)
+	ready, err := s.bounceAPI(f, nil)
 	f.err = err
 	f.note = fmt.Sprintf("ready %v after the kill", ready.Round(time.Millisecond))
 }
 
-// bounceAPI kills kube-apiserver, starts it again and waits until it is
-// ready; f.apiDown is the span between. It returns how long that took.
-func (s *soak) bounceAPI(f *faultRecord) (time.Duration, error) {
+// bounceAPI kills kube-apiserver, calls down (if not nil) while it is
+// down, starts it again and waits until it is ready; f.apiDown is the span
+// from the kill. It returns how long that took.
+func (s *soak) bounceAPI(f *faultRecord, down func() error) (time.Duration, error) {
 	c := s.c
 	killed := time.Now()
 	c.apiserver.kill()
 	<-c.apiserver.Done()
+	var downErr error
+	if down != nil {
+		downErr = down() // started again all the same: the run needs it
+	}
 	api, err := c.restartControl(c.apiserver)
 	if err != nil {
 		f.apiDown = span{killed, time.Now()}
@@ -237,6 +243,9 @@ func (s *soak) bounceAPI(f *faultRecord) (time.Duration, error) {
 	defer cancel()
 	err = c.waitAPIReady(ctx)
 	f.apiDown = span{killed, time.Now()}
+	if err == nil {
+		err = downErr
+	}
 	return time.Since(killed), err
 }
 
@@ -252,9 +261,12 @@ var tooOld = regexp.MustCompile(`too old resource version|resourceVersion for th
 // first and every relist (V(2)).
 var populated = regexp.MustCompile(`"Caches populated"`)
 
-// compactEtcd compacts etcd at its current revision through its gRPC
-// gateway (from the control-plane namespace) and returns the revision.
-func (s *soak) compactEtcd() (string, error) {
+// bumpAndCompactEtcd writes a key of its own into etcd (outside
+// /registry: no API object), so that etcd's revision is past every
+// resource version a proxy holds, and compacts etcd at that revision,
+// through its gRPC gateway (from the control-plane namespace). It returns
+// the revision.
+func (s *soak) bumpAndCompactEtcd() (string, error) {
 	c := s.c
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.DialFunc(c.cp().netns, 2*time.Second)}, Timeout: 10 * time.Second}
 	post := func(path, body string) (string, error) {
@@ -269,9 +281,11 @@ func (s *soak) compactEtcd() (string, error) {
 		}
 		return string(b), nil
 	}
-	out, err := post("/v3/kv/range", `{"key":"AA==","limit":1}`)
+	key := base64.StdEncoding.EncodeToString([]byte("/soak/expiry"))
+	val := base64.StdEncoding.EncodeToString([]byte(time.Now().String()))
+	out, err := post("/v3/kv/put", `{"key":"`+key+`","value":"`+val+`"}`)
 	if err != nil {
-		return "", fmt.Errorf("etcd revision: %w", err)
+		return "", fmt.Errorf("etcd put: %w", err)
 	}
 	m := regexp.MustCompile(`"revision":"(\d+)"`).FindStringSubmatch(out)
 	if m == nil {
