@@ -328,14 +328,20 @@ func hitsIn(hits []logHit, from, to time.Time) (map[string]int, string) {
 
 // noteExpired adds to the note of every fault that restarted the API
 // server, and of any other during which a proxy logged one, how many
-// expired watches the proxies logged in its window.
-func (s *soak) noteExpired(tooOldHits []logHit) {
+// expired watches the proxies logged in its window; and, for the
+// restarts, how many watches the new API server refused with 403 (its
+// authorizer not warm yet: the reflector relists then, without a 410).
+func (s *soak) noteExpired(tooOldHits, forbiddenHits []logHit) {
 	for _, f := range s.faults {
 		per, desc := hitsIn(tooOldHits, f.start, f.windowEnd(s.end))
 		if f.apiDown.from.IsZero() && len(per) == 0 {
 			continue
 		}
 		f.note = strings.TrimPrefix(f.note+"; expired watches (\"too old resource version\") in the proxies' logs: "+desc, "; ")
+		if !f.apiDown.from.IsZero() {
+			_, desc := hitsIn(forbiddenHits, f.start, f.windowEnd(s.end))
+			f.note += "; watches refused 403 (\"Failed to watch\" ... forbidden): " + desc
+		}
 	}
 }
 

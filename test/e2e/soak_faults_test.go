@@ -257,6 +257,11 @@ func (s *soak) bounceAPI(f *faultRecord, down func() error) (time.Duration, erro
 // proxies with --vmodule=reflector=4 (soakProxyArgs).
 var tooOld = regexp.MustCompile(`too old resource version|resourceVersion for the provided watch is too old`)
 
+// forbiddenWatch is the reflector's line for a watch the API server
+// refused with 403 (kube-proxy's and svcproxy's alike): after a restart the
+// new kube-apiserver answers before its authorizer is warm.
+var forbiddenWatch = regexp.MustCompile(`"Failed to watch" err=.*is forbidden`)
+
 // populated is the reflector's line after every list and watch-list, the
 // first and every relist (V(2)).
 var populated = regexp.MustCompile(`"Caches populated"`)

@@ -27,7 +27,7 @@ func (s *soak) evaluate() []invRow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tooOldHits := s.logHits(tooOld)
-	s.noteExpired(tooOldHits)
+	s.noteExpired(tooOldHits, s.logHits(forbiddenWatch))
 	return []invRow{
 		s.checkConnections(),
 		s.checkLongLived(),
