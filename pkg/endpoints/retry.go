@@ -128,6 +128,10 @@ type retrying struct {
 	lastTransient time.Time
 	retries       int
 	lastErr       error // of the current outage
+	// watching: a Watch returned a stream. The reflector calls again only once
+	// that stream has ended, which is how a restarting API server shows first:
+	// the stream's end counts as a transient failure (streamEnded).
+	watching bool
 }
 
 var _ ListerWatcher = &retrying{}
@@ -141,6 +145,7 @@ func (r *retrying) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 func (r *retrying) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	r.streamEnded()
 	var out runtime.Object
 	err := r.retry(ctx, "list", func() error {
 		var err error
@@ -151,13 +156,36 @@ func (r *retrying) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 }
 
 func (r *retrying) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	r.streamEnded()
 	var out watch.Interface
 	err := r.retry(ctx, "watch", func() error {
 		var err error
 		out, err = r.lw.WatchWithContext(ctx, opts)
 		return err
 	})
+	if err == nil {
+		r.mu.Lock()
+		r.watching = true
+		r.mu.Unlock()
+	}
 	return out, err
+}
+
+// streamEnded notes, when a watch stream was open, that it has ended: the
+// reflector lists or watches again only then. A restarted API server ends the
+// streams, and client-go retries the broken connection inside the next call and
+// hands back only what the new server answers, a Forbidden while its authorizer
+// warms up (the chaos soak saw it at every restart): taken for missing RBAC, that
+// logged a false "check its RBAC" error and sent the reflector into its backoff.
+// A stream's end is a transient failure for AuthzGrace; so is the end of a watch
+// the API server timed out, which at worst delays a real RBAC error by the grace.
+func (r *retrying) streamEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watching {
+		r.watching = false
+		r.lastTransient = r.o.Now()
+	}
 }
 
 // IsWatchListSemanticsUnSupported passes on what the wrapped ListerWatcher

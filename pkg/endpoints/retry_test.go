@@ -262,3 +262,58 @@ func TestRetryingListerWatcherKeepsWatchListSemantics(t *testing.T) {
 type noWatchList struct{}
 
 func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// TestRetryingAfterAWatchEnded: a restarted API server ends the watch streams, and
+// client-go retries the broken connection inside the next Watch and hands back what
+// the new server answers: a Forbidden while its authorizer warms up. Right after a
+// stream ended that is retried, not logged as missing RBAC; for longer than the
+// grace, it is.
+func TestRetryingAfterAWatchEnded(t *testing.T) {
+	forbidden := func(n int) []error {
+		out := []error{nil} // the first Watch opens a stream
+		for range n {
+			out = append(out, errForbid)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		errs      []error
+		wantErr   error
+		wantCalls int
+		wantLogs  []string
+	}{
+		{
+			name: "forbidden right after the stream ended: the restart's, retried", errs: forbidden(3), wantCalls: 5,
+			wantLogs: []string{"API server unavailable", `"msg"="API server answers again" "resource"="Services" "after"="3s" "retries"=3`},
+		},
+		{
+			name: "forbidden for longer than the grace: missing RBAC", errs: forbidden(20), wantErr: errForbid, wantCalls: 12,
+			wantLogs: []string{"API server unavailable", "API server refuses svcproxy; check its RBAC"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &scriptedLW{errs: tc.errs, step: time.Second, now: time.Unix(1000, 0)}
+			logs := &logLines{}
+			lw := RetryingListerWatcher(fake, "Services", RetryOptions{Interval: time.Microsecond, Now: fake.clock, Logger: logs.logger()})
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+				t.Fatalf("first watch: %v", err)
+			}
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{}); !errors.Is(err, tc.wantErr) {
+				t.Errorf("err = %v, want %v", err, tc.wantErr)
+			}
+			if fake.calls != tc.wantCalls {
+				t.Errorf("%d calls, want %d", fake.calls, tc.wantCalls)
+			}
+			got := logs.get()
+			if len(got) != len(tc.wantLogs) {
+				t.Fatalf("%d log lines, want %d:\n%s", len(got), len(tc.wantLogs), strings.Join(got, "\n"))
+			}
+			for i, want := range tc.wantLogs {
+				if !strings.Contains(got[i], want) {
+					t.Errorf("log line %d = %s, want it to contain %s", i, got[i], want)
+				}
+			}
+		})
+	}
+}
