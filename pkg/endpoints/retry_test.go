@@ -134,6 +134,24 @@ func (l *logLines) get() []string {
 	return append([]string(nil), l.lines...)
 }
 
+// checkCallsAndLogs checks how many calls the fake got and that the log lines
+// contain wantLogs, one each, in order.
+func checkCallsAndLogs(t *testing.T, fake *scriptedLW, wantCalls int, logs *logLines, wantLogs []string) {
+	t.Helper()
+	if fake.calls != wantCalls {
+		t.Errorf("%d calls, want %d", fake.calls, wantCalls)
+	}
+	got := logs.get()
+	if len(got) != len(wantLogs) {
+		t.Fatalf("%d log lines, want %d:\n%s", len(got), len(wantLogs), strings.Join(got, "\n"))
+	}
+	for i, want := range wantLogs {
+		if !strings.Contains(got[i], want) {
+			t.Errorf("log line %d = %s, want it to contain %s", i, got[i], want)
+		}
+	}
+}
+
 func TestRetryingListerWatcher(t *testing.T) {
 	many := func(err error, n int) []error {
 		out := make([]error, n)
@@ -217,18 +235,7 @@ func TestRetryingListerWatcher(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) {
 					t.Errorf("err = %v, want %v", err, tc.wantErr)
 				}
-				if fake.calls != tc.wantCalls {
-					t.Errorf("%d calls, want %d", fake.calls, tc.wantCalls)
-				}
-				got := logs.get()
-				if len(got) != len(tc.wantLogs) {
-					t.Fatalf("%d log lines, want %d:\n%s", len(got), len(tc.wantLogs), strings.Join(got, "\n"))
-				}
-				for i, want := range tc.wantLogs {
-					if !strings.Contains(got[i], want) {
-						t.Errorf("log line %d = %s, want it to contain %s", i, got[i], want)
-					}
-				}
+				checkCallsAndLogs(t, fake, tc.wantCalls, logs, tc.wantLogs)
 			})
 		}
 	}
@@ -302,18 +309,7 @@ func TestRetryingAfterAWatchEnded(t *testing.T) {
 			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{}); !errors.Is(err, tc.wantErr) {
 				t.Errorf("err = %v, want %v", err, tc.wantErr)
 			}
-			if fake.calls != tc.wantCalls {
-				t.Errorf("%d calls, want %d", fake.calls, tc.wantCalls)
-			}
-			got := logs.get()
-			if len(got) != len(tc.wantLogs) {
-				t.Fatalf("%d log lines, want %d:\n%s", len(got), len(tc.wantLogs), strings.Join(got, "\n"))
-			}
-			for i, want := range tc.wantLogs {
-				if !strings.Contains(got[i], want) {
-					t.Errorf("log line %d = %s, want it to contain %s", i, got[i], want)
-				}
-			}
+			checkCallsAndLogs(t, fake, tc.wantCalls, logs, tc.wantLogs)
 		})
 	}
 }

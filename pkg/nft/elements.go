@@ -140,14 +140,22 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 		r.touch(id)
 		return
 	}
-	if len(more) == 0 {
-		r.leaveHash(id, entry)
-		r.elements.del(id)
-		delete(r.undeclared, id)
-		r.countElement(setOfID(id), -1)
-		r.markElem(owner, id)
+	if len(more) > 0 && r.handOver(owner, id, entry, more) {
 		return
 	}
+	// Nobody else adds it (or, which cannot be, the next owner's arena lacks it,
+	// and the entry cannot point at a record that owner does not have).
+	r.setContested(id, nil)
+	r.leaveHash(id, entry)
+	r.elements.del(id)
+	delete(r.undeclared, id)
+	r.countElement(setOfID(id), -1)
+	r.markElem(owner, id)
+}
+
+// handOver gives the element id, whose entry owner lets go, to the next owner in
+// more, and reports whether that owner's arena holds it (it always should).
+func (r *Ruleset) handOver(owner, id string, entry elementEntry, more []holder) bool {
 	prev := r.valueOf(entry)
 	next := r.ownerRef(more[0].owner)
 	// The next owner renders id, so its arena holds it: the entry is keyed and
@@ -155,15 +163,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 	nextOwned := &r.owned[next]
 	nextID, off, found := nextOwned.elements().find(id)
 	if !found {
-		// Cannot be (an owner in contested holds the element); the entry cannot
-		// point at a record the next owner does not have, so the element goes.
-		r.setContested(id, nil)
-		r.leaveHash(id, entry)
-		r.elements.del(id)
-		delete(r.undeclared, id)
-		r.countElement(setOfID(id), -1)
-		r.markElem(owner, id)
-		return
+		return false
 	}
 	entry.owner = next
 	entry.setRecord(nextOwned.cur, off)
@@ -178,6 +178,7 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 		r.markElem(owner, id)
 		r.markElem(more[0].owner, id)
 	}
+	return true
 }
 
 // setContested records the versions not in effect for id; none ends the contest.
