@@ -41,6 +41,27 @@ func (r *Ruleset) Bind(v *View) {
 	v.Elements = rest
 }
 
+// Forget makes v, in place, the view of a table that does not exist (another
+// program deleted it): no sets, chains or elements, and in the bound ruleset's
+// entries no kernel hash. Unlike binding a new empty view (Bind), nothing of what
+// v held is kept: at 10k Services Bind gave the old view back the hashes of 275k
+// elements, a map built only to be dropped (~130 ms of a deleted table's repair,
+// before anything was sent). The entries are cleared slot by slot, in memory
+// order, without a lookup each.
+func (v *View) Forget() {
+	v.TableExists, v.TableFlags = false, 0
+	// New maps, not emptied ones: a Go map never shrinks.
+	v.Sets, v.Chains, v.Elements = map[string]*Set{}, map[string]ChainView{}, map[string]uint64{}
+	if r := v.bound; r != nil {
+		t := &r.elements
+		for i := range t.tags {
+			if t.tags[i] >= 0x80 {
+				t.slots[i].entry.clearKernel()
+			}
+		}
+	}
+}
+
 // hash returns the value hash of the element the kernel holds under id.
 func (v *View) hash(id string) (uint64, bool) {
 	if v.bound != nil {

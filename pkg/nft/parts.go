@@ -71,18 +71,13 @@ func inSets(sets map[string]bool) func(id string) bool {
 // ReplaceParts makes v hold what part (ReadParts of the same names) read of the
 // named parts, and keeps the rest: the table's existence and flags, each named
 // chain (gone when part lacks it), each named set's definition and elements. A
-// part that says the table is missing empties v.
+// part that says the table is missing empties v (see Forget).
 func (v *View) ReplaceParts(part *View, p Parts) {
-	v.TableExists, v.TableFlags = part.TableExists, part.TableFlags
 	if !part.TableExists {
-		p = Parts{Chains: map[string]bool{}, Sets: map[string]bool{}}
-		for name := range v.Chains {
-			p.Chains[name] = true
-		}
-		for name := range v.Sets {
-			p.Sets[name] = true
-		}
+		v.Forget()
+		return
 	}
+	v.TableExists, v.TableFlags = part.TableExists, part.TableFlags
 	for name := range p.Chains {
 		if cv, ok := part.Chains[name]; ok {
 			v.Chains[name] = cv

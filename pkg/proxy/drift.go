@@ -58,7 +58,9 @@ type partReader interface {
 // read and compare of the whole table (at 10k Services 0.36-0.8 s to read, ~2 s
 // with the compare, on 2 loaded cores), so it is not deferred like a whole read;
 // its rate is bounded by WatchForeignChanges' (minRepairInterval). read reports
-// that the view was replaced whole (the table was gone).
+// that the view was replaced whole (the table was gone): then the view is
+// emptied in place (View.Forget), not replaced by the part read, which would
+// make Bind hand the old view back what it held, only to drop it.
 func (p *Proxy) readParts(ctx context.Context, parts nft.Parts) (read bool, err error) {
 	if parts.Empty() {
 		return false, nil
@@ -73,10 +75,12 @@ func (p *Proxy) readParts(ctx context.Context, parts nft.Parts) (read bool, err 
 	if err != nil {
 		return false, fmt.Errorf("read back what another program changed in table %s: %w", TableName, err)
 	}
+	p.view.ReplaceParts(part, parts) // emptied when the table is gone
 	if !part.TableExists {
-		p.adopt(part) // a view of the whole table: there is none
+		// Everything is to be written again: the next plan compares every
+		// owner's chains and elements with a view that holds nothing.
+		p.desired.MarkAllDirty(p.view)
 	} else {
-		p.view.ReplaceParts(part, parts)
 		p.desired.MarkPartsDirty(p.view, parts)
 	}
 	klog.V(2).InfoS("Read back what another program changed", "table", !part.TableExists || parts.Table,
