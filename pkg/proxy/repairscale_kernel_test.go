@@ -163,7 +163,7 @@ func scaleRepairEnv(t *testing.T, n int) (*kenv, *Metrics, *Proxy) {
 // scaleRepairLimit. The web Service sorts after every other owner, so it is
 // restored by the repair's last transaction: the time is that of the whole
 // table's. With SVCPROXY_REPAIR_CPUPROFILE=FILE, a CPU profile of the process
-// over every try. Skipped unless asked for:
+// from each fault to its repair, in FILE.1, FILE.2, ... Skipped unless asked for:
 //
 //	SVCPROXY_REPAIR_SERVICES=10000 go test -count=1 -run 'TestKernelTableDeletedRepairAtScale$' -v ./pkg/proxy/
 func TestKernelTableDeletedRepairAtScale(t *testing.T) {
@@ -179,15 +179,22 @@ func TestKernelTableDeletedRepairAtScale(t *testing.T) {
 		tries = 20
 	}
 	e, m, p := scaleRepairEnv(t, n)
-	if path := os.Getenv("SVCPROXY_REPAIR_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
+	// profile profiles the process from a fault to the Service's repair, not
+	// the test's checks after it (a listing of the whole table, compared as
+	// text), into one file per try: go tool pprof reads them together.
+	profile := func(try int) (stop func()) {
+		path := os.Getenv("SVCPROXY_REPAIR_CPUPROFILE")
+		if path == "" {
+			return func() {}
+		}
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, try))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { pprof.StopCPUProfile(); f.Close() })
+		return func() { pprof.StopCPUProfile(); f.Close() }
 	}
 	tb := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName}
 	fault := repairFault{"table-deleted", func(t *testing.T, c *nftables.Conn) { c.DelTable(tb) }}
@@ -197,8 +204,10 @@ func TestKernelTableDeletedRepairAtScale(t *testing.T) {
 		time.Sleep(repairQuiet)
 		seen0 := testutil.ToFloat64(m.ForeignChanges)
 		cpu0 := processCPU()
+		stop := profile(i + 1)
 		r := probes.fault(t, fault)
 		cpu := processCPU() - cpu0
+		stop()
 		poll.Eventually(t, time.Minute, "the kernel holds the desired table", func() (bool, string) {
 			out, err := e.w.Node.Run("nft", "list", "table", "ip", TableName)
 			if err != nil {
