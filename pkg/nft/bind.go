@@ -53,12 +53,7 @@ func (v *View) Forget() {
 	// New maps, not emptied ones: a Go map never shrinks.
 	v.Sets, v.Chains, v.Elements = map[string]*Set{}, map[string]ChainView{}, map[string]uint64{}
 	if r := v.bound; r != nil {
-		t := &r.elements
-		for i := range t.tags {
-			if t.tags[i] >= 0x80 {
-				t.slots[i].entry.clearKernel()
-			}
-		}
+		r.elements.each((*elementEntry).clearKernel)
 	}
 }
 
@@ -76,9 +71,8 @@ func (v *View) hash(id string) (uint64, bool) {
 // setHash records that the kernel holds id with value hash h.
 func (v *View) setHash(id string, h uint64) {
 	if v.bound != nil {
-		if e, held := v.bound.elements.get(id); held {
+		if e := v.bound.elements.ref(id); e != nil {
 			e.setKernel(h)
-			v.bound.elements.put(id, e)
 			return
 		}
 	}

@@ -200,3 +200,22 @@ func (t *elementTable) getOrZero(id string) elementEntry {
 	e, _ := t.get(id)
 	return e
 }
+
+// ref is id's entry, in place, or nil: a change through it needs no second
+// lookup (View.setHash, for every element a transaction adds). Valid until the
+// next put of a new ID or del.
+func (t *elementTable) ref(id string) *elementEntry {
+	if i := t.index(id); i >= 0 {
+		return &t.slots[i]
+	}
+	return nil
+}
+
+// each calls fn with every entry, in place, in memory order (View.Forget).
+func (t *elementTable) each(fn func(*elementEntry)) {
+	for i := range t.tags {
+		if t.tags[i] >= 0x80 {
+			fn(&t.slots[i])
+		}
+	}
+}
