@@ -59,6 +59,9 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 		return p.apply(ctx, nft.Plan(p.desired, p.view))
 	}
 	defer boundHeap(txHeapRoom)()
+	if !p.view.TableExists && !p.overlapFailed {
+		return p.applyOverlapped(ctx, owners)
+	}
 	objects := 0
 	for len(owners) > 0 {
 		n := min(len(owners), maxOwnersPerTx)
@@ -70,6 +73,72 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 		owners = owners[n:]
 	}
 	return objects, nil
+}
+
+// applyOverlapped writes, in transactions of maxOwnersPerTx Services as
+// applyDirty does, a table the kernel does not hold (another program deleted
+// it, or a first sync): each transaction is planned while the kernel commits the
+// one before, on another core. At 10k Services a deleted table's repair planned
+// 27k elements in 25-75 ms and the kernel took 60-85 ms to commit them, eleven
+// times over, one after the other: 1.2-1.6 s of broken Services.
+//
+// The next plan must see what the transaction in flight creates (the sets, the
+// shared chains, elements owners share), so the view records each transaction
+// when it is sent, not when the kernel accepted it. If the kernel refuses one,
+// the view is no longer known: it is dropped, so that the next sync reads the
+// table back whole, and that sync writes one transaction after the other
+// (overlapFailed), retrying the Services of a refused one each on its own
+// (applyEach); only a single Service is then held back. A transaction's
+// owners stay atomic either way.
+func (p *Proxy) applyOverlapped(ctx context.Context, owners []string) (int, error) {
+	objects := 0
+	var inflight *nft.Tx
+	done := make(chan error, 1)
+	// wait waits for the transaction in flight, if any.
+	wait := func() error {
+		if inflight == nil {
+			return nil
+		}
+		tx := inflight
+		inflight = nil
+		if err := <-done; err != nil {
+			p.desired.Requeue(tx)
+			return fmt.Errorf("apply transaction of %d objects for %d owners: %w", tx.Size(), len(tx.Owners()), err)
+		}
+		if !tx.Empty() {
+			p.commits++ // an empty transaction is never sent (see apply)
+		}
+		objects += tx.Size()
+		return nil
+	}
+	for len(owners) > 0 {
+		n := min(len(owners), maxOwnersPerTx)
+		tx := nft.PlanOwners(p.desired, p.view, owners[:n]...)
+		owners = owners[n:]
+		if err := wait(); err != nil {
+			p.desired.Requeue(tx)
+			return objects, p.overlapFail(err)
+		}
+		p.view.Commit(tx) // before the kernel's answer: the next plan builds on it
+		inflight = tx
+		go func() { done <- p.cfg.Kernel.Apply(ctx, tx) }()
+	}
+	if err := wait(); err != nil {
+		return objects, p.overlapFail(err)
+	}
+	return objects, nil
+}
+
+// overlapFail records that a transaction applyOverlapped sent failed: the view
+// holds what the kernel refused, and is dropped.
+func (p *Proxy) overlapFail(err error) error {
+	p.fail()
+	p.view = nil
+	p.overlapFailed = true
+	p.mu.Lock()
+	p.needFull = true
+	p.mu.Unlock()
+	return err
 }
 
 // apply sends one transaction; when the kernel refuses a transaction of several

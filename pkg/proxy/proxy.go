@@ -107,6 +107,10 @@ type Proxy struct {
 	// after the last one); the loop syncs again when nextUnanswered comes.
 	unansweredOwed bool
 	commits        uint32 // our commits during the current Sync
+	// overlapFailed: a transaction applyOverlapped sent was refused; the next
+	// writes of a whole table go one transaction after the other, until a sync
+	// succeeds.
+	overlapFailed bool
 }
 
 // New returns a Proxy; Run starts it.

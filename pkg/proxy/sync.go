@@ -96,6 +96,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		return syncErr
 	}
 	if syncErr == nil {
+		p.overlapFailed = false
 		p.mu.Lock()
 		// A resync asked for during this sync (another program's change seen
 		// after our read) stays asked for.
