@@ -45,6 +45,10 @@ func Send(c *netlink.Conn, b []byte) error {
 	return errors.Join(err, werr)
 }
 
+// ErrLong is Recv's error for a datagram longer than its buffer: the rest of it
+// is lost.
+var ErrLong = errors.New("netlink datagram longer than the buffer")
+
 // Recv reads one datagram into buf. With block it waits for one (up to the
 // socket's deadline, which the returned error then reports); without, it
 // returns unix.EAGAIN when none is queued. A datagram longer than buf is an
@@ -63,7 +67,7 @@ func Recv(raw syscall.RawConn, buf []byte, block bool) (int, error) {
 				return false // wait until readable
 			}
 			if rerr == nil && flags&unix.MSG_TRUNC != 0 {
-				rerr = fmt.Errorf("netlink reply longer than %d bytes", len(buf))
+				rerr = fmt.Errorf("netlink reply longer than %d bytes: %w", len(buf), ErrLong)
 			}
 			return true
 		}
