@@ -337,6 +337,34 @@ func (f *Fake) Read(ctx context.Context, family Family, table string) (*View, er
 	return out, nil
 }
 
+// ReadParts is Read of the parts p names, as Netlink.ReadParts reads them: the
+// table's existence and flags, the named chains, the named sets with their
+// elements; a named part the table lacks is missing from the view, and nothing
+// else is in it.
+func (f *Fake) ReadParts(ctx context.Context, family Family, table string, p Parts) (*View, error) {
+	v, err := f.Read(ctx, family, table)
+	if err != nil || !v.TableExists {
+		return v, err
+	}
+	for name := range v.Chains {
+		if !p.Chains[name] {
+			delete(v.Chains, name)
+		}
+	}
+	for name := range v.Sets {
+		if !p.Sets[name] {
+			delete(v.Sets, name)
+		}
+	}
+	in := inSets(p.Sets)
+	for id := range v.Elements {
+		if !in(id) {
+			delete(v.Elements, id)
+		}
+	}
+	return v, nil
+}
+
 // DeleteTable removes the table.
 func (f *Fake) DeleteTable(ctx context.Context, family Family, table string) error {
 	if err := ctx.Err(); err != nil {
