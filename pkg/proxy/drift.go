@@ -75,6 +75,7 @@ func (p *Proxy) readParts(ctx context.Context, parts nft.Parts) (read bool, err 
 	if err != nil {
 		return false, fmt.Errorf("read back what another program changed in table %s: %w", TableName, err)
 	}
+	p.cfg.Metrics.KernelPartialReadDuration.Observe(p.cfg.Clock.Since(readStart).Seconds())
 	p.view.ReplaceParts(part, parts) // emptied when the table is gone
 	if !part.TableExists {
 		// Everything is to be written again: the next plan compares every

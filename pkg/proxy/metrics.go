@@ -44,6 +44,10 @@ type Metrics struct {
 	RefusedServices      prometheus.Gauge
 	TxObjects            prometheus.Histogram
 	KernelReadDuration   prometheus.Histogram
+	// KernelPartialReadDuration times the reads of the parts of the table
+	// another program changed (readParts); its count counts them, as
+	// KernelReadDuration's counts the reads of the whole table.
+	KernelPartialReadDuration prometheus.Histogram
 	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
 	AffinityEntriesDeleted prometheus.Counter
 	// ForeignChanges counts the notifications of another program's change to our
@@ -177,6 +181,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Objects (chains, rules, elements) touched by one nftables transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}),
 		KernelReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_read_duration_seconds",
 			Help: "Time to read svcproxy's whole table back from the kernel (start-up adoption and drift checks; not the repair of parts another program changed)", Buckets: syncBuckets}),
+		KernelPartialReadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svcproxy_kernel_partial_read_duration_seconds",
+			Help: "Time to read back the parts of svcproxy's table (chains, sets) that another program changed, as its nftables notifications named them, for their repair; its _count counts these partial reads", Buckets: syncBuckets}),
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 		ForeignChanges: plainCounter("svcproxy_foreign_table_changes_total",
@@ -199,7 +205,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.family = endpoints.IPv4.String()
 	if reg != nil {
 		reg.MustRegister(collectors...)
-		reg.MustRegister(m.InvalidObjects, m.TxObjects, m.KernelReadDuration)
+		reg.MustRegister(m.InvalidObjects, m.TxObjects, m.KernelReadDuration, m.KernelPartialReadDuration)
 	}
 	return m
 }

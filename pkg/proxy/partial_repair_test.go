@@ -37,8 +37,8 @@ func fakeElements(k *nft.Fake, set string) []nft.Element {
 }
 
 // The repair of parts another program changed, on the fake kernel: the sync
-// after the notification (noteForeign) reads back only the named parts (no
-// whole read),
+// after the notification (noteForeign) reads back only the named parts
+// (counted in svcproxy_kernel_partial_read_duration_seconds, no whole read),
 // and writes what differs there, and only there: a change the notification
 // did not name stays until a resync reads the whole table.
 func TestPartialRepair(t *testing.T) {
@@ -109,13 +109,16 @@ func TestPartialRepair(t *testing.T) {
 			if k.Ruleset(nft.FamilyIPv4, TableName).Text() == p.Desired().Text() {
 				t.Fatal("the change left the kernel holding the desired table")
 			}
-			whole, applied := histogramCount(t, m.KernelReadDuration), k.Applied()
+			whole, partial, applied := histogramCount(t, m.KernelReadDuration), histogramCount(t, m.KernelPartialReadDuration), k.Applied()
 			p.noteForeign(parts)
 			if err := p.Sync(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if got := histogramCount(t, m.KernelReadDuration) - whole; got != 0 {
 				t.Errorf("%d whole reads, want none", got)
+			}
+			if got := histogramCount(t, m.KernelPartialReadDuration) - partial; got != 1 {
+				t.Errorf("%d partial reads, want 1", got)
 			}
 			if got := k.Applied() - applied; got != tc.txs {
 				t.Errorf("%d transactions, want %d", got, tc.txs)
