@@ -119,9 +119,11 @@ func (p *Proxy) applyOverlapped(ctx context.Context, owners []string) (int, erro
 			p.desired.Requeue(tx)
 			return objects, p.overlapFail(err)
 		}
-		p.view.Commit(tx) // before the kernel's answer: the next plan builds on it
 		inflight = tx
 		go func() { done <- p.cfg.Kernel.Apply(ctx, tx) }()
+		// Before the kernel's answer, and while it commits: the next plan builds
+		// on it. Apply only reads tx; Commit only reads it too.
+		p.view.Commit(tx)
 	}
 	if err := wait(); err != nil {
 		return objects, p.overlapFail(err)
