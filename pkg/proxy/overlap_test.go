@@ -31,11 +31,21 @@ func holdsDesired(t *testing.T, k *nft.Fake, p *Proxy) {
 	}
 }
 
-// A table the kernel does not hold (the first sync, or another program deleted
-// it) is written in transactions of maxOwnersPerTx Services, each planned while
-// the one before is committed: the kernel ends up holding the desired table,
-// and the next plan, against the view recorded as they were sent, finds
-// nothing to do.
+// deleteTable deletes p's table behind its back, as another program would, and
+// tells p as the notifications would.
+func deleteTable(t *testing.T, k *nft.Fake, p *Proxy) {
+	t.Helper()
+	if err := k.DeleteTable(t.Context(), nft.FamilyIPv4, TableName); err != nil {
+		t.Fatal(err)
+	}
+	p.noteForeign(nft.Parts{Table: true})
+}
+
+// A table another program deleted is written again in transactions of
+// maxOwnersPerTx Services, each planned while the one before is committed: the
+// kernel ends up holding the desired table, and the next plan, against the view
+// recorded as they were sent, finds nothing to do. The first sync writes one
+// transaction after the other (applyOverlapped says why).
 func TestMissingTableWrittenOverlapped(t *testing.T) {
 	k := nft.NewFake()
 	p := overlapProxy(t, k)
@@ -46,17 +56,8 @@ func TestMissingTableWrittenOverlapped(t *testing.T) {
 		t.Fatalf("%d transactions, want %d", got, want)
 	}
 	holdsDesired(t, k, p)
-	p.desired.MarkAllDirty(p.view)
-	if tx := nft.Plan(p.desired, p.view); !tx.Empty() {
-		t.Fatalf("the view differs from what was sent: a full plan after the write changes %d objects", tx.Size())
-	}
 
-	// Deleted by another program, as its notifications tell: the view is
-	// emptied in place, and the table written again the same way.
-	if err := k.DeleteTable(t.Context(), nft.FamilyIPv4, TableName); err != nil {
-		t.Fatal(err)
-	}
-	p.noteForeign(nft.Parts{Table: true})
+	deleteTable(t, k, p) // the view is emptied in place
 	applied := k.Applied()
 	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -64,6 +65,26 @@ func TestMissingTableWrittenOverlapped(t *testing.T) {
 	holdsDesired(t, k, p)
 	if got, want := k.Applied()-applied, 3; got != want {
 		t.Fatalf("%d transactions, want %d", got, want)
+	}
+	p.desired.MarkAllDirty(p.view)
+	if tx := nft.Plan(p.desired, p.view); !tx.Empty() {
+		t.Fatalf("the view differs from what was sent: a full plan after the write changes %d objects", tx.Size())
+	}
+}
+
+// The first sync writes one transaction after the other: a refusal there is
+// handled as before, without dropping the view or turning the overlap off.
+func TestFirstSyncNotOverlapped(t *testing.T) {
+	k := nft.NewFake()
+	p := overlapProxy(t, k)
+	bad := "bench/" + scaleService(256+1500, true).Name
+	refuseService(k, bad)
+	_ = p.Sync(t.Context())
+	if p.view == nil || p.overlapFailed {
+		t.Fatalf("a refusal in the first sync: view dropped %v, overlap off %v; want neither (not overlapped)", p.view == nil, p.overlapFailed)
+	}
+	if got := p.refused.list(); len(got) != 1 || got[0].Service != bad {
+		t.Fatalf("refused %v, want only %s", got, bad)
 	}
 }
 
@@ -83,6 +104,10 @@ func TestOverlappedWriteRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			k := nft.NewFake()
 			p := overlapProxy(t, k)
+			if err := p.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			deleteTable(t, k, p)
 			bad := "bench/" + scaleService(tc.bad, true).Name
 			refusing := refuseService(k, bad)
 			if err := p.Sync(t.Context()); err == nil {
