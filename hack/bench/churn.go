@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
 type churnResult struct {
@@ -20,10 +22,15 @@ type churnResult struct {
 	// ChurnSpacing is the sync policy: "cost" (svcproxy's default, syncs spaced by
 	// nine times their duration, at most churn_min_sync_period_s apart) or "fixed"
 	// (kube-proxy's: at least churn_min_sync_period_s apart).
-	ChurnSpacing string  `json:"churn_sync_spacing"`
-	ChurnSyncs   int     `json:"churn_syncs"`
-	ChurnSyncP50 float64 `json:"churn_sync_p50_s"`
-	ChurnSyncMax float64 `json:"churn_sync_max_s"`
+	ChurnSpacing string `json:"churn_sync_spacing"`
+	// ChurnSpacingFactor and ChurnSpacingFloor are the "cost" policy's
+	// (proxy.CostSpacing): syncs that many times their cost apart, at least the
+	// floor.
+	ChurnSpacingFactor int     `json:"churn_spacing_factor,omitempty"`
+	ChurnSpacingFloor  float64 `json:"churn_spacing_floor_s,omitempty"`
+	ChurnSyncs         int     `json:"churn_syncs"`
+	ChurnSyncP50       float64 `json:"churn_sync_p50_s"`
+	ChurnSyncMax       float64 `json:"churn_sync_max_s"`
 }
 
 // churn runs the real sync loop (Proxy.Run, with svcproxy's default policy, syncs
@@ -81,6 +88,11 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 		collect()
 	}
 	cpu := cpuTime() - cpu0
+	var factor int
+	var floor time.Duration
+	if b.spaceByCost {
+		factor, floor = proxy.CostSpacing()
+	}
 	cancel()
 	if err := <-done; err != nil {
 		return nil, err
@@ -91,6 +103,7 @@ func (b *bench) churn(d time.Duration, share float64) (*churnResult, error) {
 	return &churnResult{ChurnSeconds: time.Since(start).Seconds(), ChurnPerSecond: perSecond, ChurnChanges: changes,
 		ChurnObserved: len(lat), ChurnP50: quantile(lat, 0.5), ChurnP90: quantile(lat, 0.9), ChurnP99: quantile(lat, 0.99), ChurnMax: quantile(lat, 1),
 		ChurnCPU: cpu.Seconds(), ChurnMinSync: 1, ChurnSpacing: spacingName(b.spaceByCost),
+		ChurnSpacingFactor: factor, ChurnSpacingFloor: floor.Seconds(),
 		ChurnSyncs: len(syncs), ChurnSyncP50: quantile(syncs, 0.5), ChurnSyncMax: quantile(syncs, 1)}, nil
 }
 

@@ -31,10 +31,13 @@ type kernelRun struct {
 	ChurnCPU       float64 `json:"churn_cpu_s"`
 	ChurnMinSync   float64 `json:"churn_min_sync_period_s"`
 	ChurnSpacing   string  `json:"churn_sync_spacing"` // "cost" or "fixed"; "" before it was recorded: fixed
-	ChurnP90       float64 `json:"churn_latency_p90_s"`
-	ChurnSyncs     int     `json:"churn_syncs"`
-	ChurnSyncP50   float64 `json:"churn_sync_p50_s"`
-	ChurnSyncMax   float64 `json:"churn_sync_max_s"`
+	// The "cost" policy's factor and floor; absent before 2026-12-04: 9 and 20 ms.
+	ChurnSpacingFactor int     `json:"churn_spacing_factor"`
+	ChurnSpacingFloor  float64 `json:"churn_spacing_floor_s"`
+	ChurnP90           float64 `json:"churn_latency_p90_s"`
+	ChurnSyncs         int     `json:"churn_syncs"`
+	ChurnSyncP50       float64 `json:"churn_sync_p50_s"`
+	ChurnSyncMax       float64 `json:"churn_sync_max_s"`
 
 	Rounds       int     `json:"dataplane_rounds"`
 	PerRound     int     `json:"dataplane_connections_per_round"`

@@ -48,7 +48,11 @@ func printChurn(w io.Writer, ks []kernelRun) {
 // spacing names a churn run's sync policy (proxy.Config.SpaceByCost).
 func spacing(r kernelRun) string {
 	if r.ChurnSpacing == "cost" {
-		return fmt.Sprintf("by cost (9x, 20 ms to %.0f s)", r.ChurnMinSync)
+		factor, floor := r.ChurnSpacingFactor, r.ChurnSpacingFloor
+		if factor == 0 {
+			factor, floor = 9, 0.020
+		}
+		return fmt.Sprintf("by cost (%dx, %.0f ms to %.0f s)", factor, 1000*floor, r.ChurnMinSync)
 	}
 	return fmt.Sprintf("fixed, %.0f s (kube-proxy's)", r.ChurnMinSync)
 }

@@ -22,6 +22,9 @@ const costSpacingFactor = 9
 // for 8.4-8.9% and a p99 of 47-56 ms (docs/bench.md, "The sync floor").
 const minCostSpacing = 40 * time.Millisecond
 
+// CostSpacing is the policy's factor and floor, for reports (hack/bench).
+func CostSpacing() (factor int, floor time.Duration) { return costSpacingFactor, minCostSpacing }
+
 // recentCosts is how many of the last syncs' costs the spacing is the median of:
 // one slow sync (a GC cycle, a full resync) must not hold the next changes for nine
 // times its length, and a lasting change of cost shows within a few syncs.
