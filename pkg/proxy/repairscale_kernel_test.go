@@ -24,6 +24,20 @@ import (
 // not held to it: its repair rewrites every Service, a cold sync.
 const scaleRepairLimit = time.Second
 
+// scaleRepairServices is SVCPROXY_REPAIR_SERVICES; the test is skipped when it is
+// unset or when not root.
+func scaleRepairServices(t *testing.T) int {
+	t.Helper()
+	n, _ := strconv.Atoi(os.Getenv("SVCPROXY_REPAIR_SERVICES"))
+	if n <= 0 {
+		t.Skip("a measurement: set SVCPROXY_REPAIR_SERVICES=10000 to run it")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("kernel test: needs root for network namespaces and nftables")
+	}
+	return n
+}
+
 // TestKernelRepairAfterReadAtScale measures, with traffic, the repair of a
 // foreign change at SVCPROXY_REPAIR_SERVICES Services x 10 endpoints (a third
 // NodePorts, every sixth with an external IP) plus the web Service, when the
@@ -36,13 +50,7 @@ const scaleRepairLimit = time.Second
 //
 //	SVCPROXY_REPAIR_SERVICES=10000 go test -count=1 -run 'TestKernelRepairAfterReadAtScale$' -v ./pkg/proxy/
 func TestKernelRepairAfterReadAtScale(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("SVCPROXY_REPAIR_SERVICES"))
-	if n <= 0 {
-		t.Skip("a measurement: set SVCPROXY_REPAIR_SERVICES=10000 to run it")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("kernel test: needs root for network namespaces and nftables")
-	}
+	n := scaleRepairServices(t)
 	e, m, p := scaleRepairEnv(t, n)
 	// reads is how many full reads svcproxy made, and how long they took in all.
 	reads := func() (uint64, time.Duration) {
@@ -167,13 +175,7 @@ func scaleRepairEnv(t *testing.T, n int) (*kenv, *Metrics, *Proxy) {
 //
 //	SVCPROXY_REPAIR_SERVICES=10000 go test -count=1 -run 'TestKernelTableDeletedRepairAtScale$' -v ./pkg/proxy/
 func TestKernelTableDeletedRepairAtScale(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("SVCPROXY_REPAIR_SERVICES"))
-	if n <= 0 {
-		t.Skip("a measurement: set SVCPROXY_REPAIR_SERVICES=10000 to run it")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("kernel test: needs root for network namespaces and nftables")
-	}
+	n := scaleRepairServices(t)
 	tries, _ := strconv.Atoi(os.Getenv("SVCPROXY_REPAIR_TRIES"))
 	if tries <= 0 {
 		tries = 20
