@@ -3,6 +3,7 @@ package nft
 import (
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,4 +184,31 @@ func TestKernelRecreateReplacesTheTableAtomically(t *testing.T) {
 	if got != r.Text() {
 		t.Fatalf("after recreate\n--- kernel\n%s\n--- want\n%s", got, r.Text())
 	}
+}
+
+// TestKernelConcurrentApplies: the two families' proxies apply at the same time,
+// each on its own connection; nothing of a batch may be shared between them (the
+// library's set IDs came from a package-level counter without a lock, which the
+// race detector reports here when svcproxy leaves them to it).
+func TestKernelConcurrentApplies(t *testing.T) {
+	var wg sync.WaitGroup
+	for _, name := range []string{"conc-a", "conc-b"} {
+		ns := netnstest.New(t, name)
+		k := &Netlink{NetNSFd: ns.Fd}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if err := k.Apply(t.Context(), PlanFull(sampleRuleset(), NewView())); err != nil {
+					t.Errorf("%s: apply: %v", name, err)
+					return
+				}
+				if err := k.DeleteTable(t.Context(), FamilyIPv4, "sample"); err != nil {
+					t.Errorf("%s: delete table: %v", name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

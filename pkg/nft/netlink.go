@@ -143,11 +143,17 @@ func (n *Netlink) conn() (*nftables.Conn, error) {
 // name and the context its rules are encoded in (set IDs within the batch).
 func queueSetsAndChains(c *nftables.Conn, t *nftables.Table, tx *Tx) (map[string]*nftables.Set, *encCtx, error) {
 	sets := map[string]*nftables.Set{}
-	for _, s := range tx.AddSets {
+	for i, s := range tx.AddSets {
 		ns, err := netlinkSet(t, s)
 		if err != nil {
 			return nil, nil, err
 		}
+		// The set's ID in this batch (what its rules and elements refer to it by
+		// until the commit): ours, numbered per batch. Left at 0 the library takes
+		// the next of a package-level counter that it increments without a lock,
+		// a data race between the two families' proxies (TestKernelConcurrentApplies;
+		// the race detector also saw it against a test's own connection).
+		ns.ID = uint32(i + 1)
 		if err := c.AddSet(ns, nil); err != nil {
 			return nil, nil, fmt.Errorf("add set %s: %w", s.Name, err)
 		}
