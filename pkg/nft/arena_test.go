@@ -67,8 +67,8 @@ func TestEntriesFollowTheOwnersNewArena(t *testing.T) {
 }
 
 // TestEntrySize: the entry of each of the hundreds of thousands of elements is two
-// words (the owner and its value's offset with the kernel flag, and the kernel's
-// value hash).
+// words (the owner, and its record's offset with the arena bit and the kernel flag;
+// the kernel's value hash).
 func TestEntrySize(t *testing.T) {
 	if n := unsafe.Sizeof(elementEntry{}); n != 16 {
 		t.Fatalf("elementEntry is %d bytes, want 16", n)

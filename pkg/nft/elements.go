@@ -154,12 +154,17 @@ func (r *Ruleset) dropHolder(ref ownerRef, id string) {
 }
 
 // handOver gives the element id, whose entry owner lets go, to the next owner in
-// more, and reports whether that owner's arena holds it (it always should).
+// more, and reports whether that owner is numbered and its arena holds it (it
+// always should).
 func (r *Ruleset) handOver(owner, id string, entry elementEntry, more []holder) bool {
 	prev := r.valueOf(entry)
-	next := r.ownerRef(more[0].owner)
-	// The next owner renders id, so its arena holds it: the entry is keyed and
-	// valued from there, not from the arena of the owner letting go.
+	// The next owner renders id, so it has a number and its arena holds it: the
+	// entry is keyed and valued from there, not from the arena of the owner
+	// letting go.
+	next, numbered := r.owners[more[0].owner]
+	if !numbered {
+		return false
+	}
 	nextOwned := &r.owned[next]
 	nextID, off, found := nextOwned.elements().find(id)
 	if !found {

@@ -56,15 +56,15 @@ type Ruleset struct {
 	OnConflict func(ElementConflict)
 }
 
-// elementEntry is what the ruleset keeps of an element besides its ID (the map's key,
-// one string shared with the owner's list, the dirty marks and the view): the lowest
-// owner that adds it, whose value is in effect, so two owners rendering one key with
-// different values give the same table whatever the order of their SetFragment
-// calls, and never a mix of both.
+// elementEntry is what the ruleset keeps of an element: the lowest owner that adds
+// it, whose value is in effect, so two owners rendering one key with different
+// values give the same table whatever the order of their SetFragment calls, and
+// never a mix of both; and where that owner's arena holds the element's record, its
+// ID (the element table's key, elemtable.go) and its value (elementvalue.go).
 //
-// The entry holds the element compactly (elementvalue.go) and lives in the map
-// itself: a table of 30k Services x 10 endpoints has 660k elements, and an entry
-// allocated apart cost 64 bytes and a pointer more each.
+// The entry lives in the element table's slots itself: a table of 30k Services x 10
+// endpoints has 660k elements, and an entry allocated apart cost 64 bytes and a
+// pointer more each.
 type elementEntry struct {
 	owner ownerRef // the lowest owner, whose value is in effect
 	// at is where the element's record (its ID and value) sits in one of that

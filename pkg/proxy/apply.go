@@ -78,12 +78,14 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 // applyOverlapped writes, in transactions of maxOwnersPerTx Services as
 // applyDirty does, a table the kernel no longer holds (another program deleted
 // it): each transaction is planned while the kernel commits the one before, on
-// another core. Not for the first sync: a second transaction alive beside the
-// one in flight raised a 30k cold start's peak by 11-19 MiB (171-172 -> 183-191
-// in process, past the 1.5x of RSS the project allows) for a cold sync at most
-// a tenth faster, while a repair is an outage that every millisecond shortens. At 10k Services a deleted table's repair planned
-// 27k elements in 25-75 ms and the kernel took 60-85 ms to commit them, eleven
-// times over, one after the other: 1.2-1.6 s of broken Services.
+// another core. At 10k Services a deleted table's repair planned 27k elements in
+// 25-75 ms and the kernel took 60-85 ms to commit them, eleven times over, one
+// after the other: 1.2-1.6 s of broken Services.
+//
+// Not for the first sync: a second transaction alive beside the one in flight
+// raised a 30k cold start's peak by 11-19 MiB (171-172 -> 183-191 in process,
+// past the 1.5x of RSS the project allows) for a cold sync at most 18% faster,
+// while a repair is an outage that every millisecond shortens.
 //
 // The next plan must see what the transaction in flight creates (the sets, the
 // shared chains, elements owners share), so the view records each transaction
