@@ -22,8 +22,15 @@ func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 	return d.GetHistogram().GetSampleCount()
 }
 
-// foreignTx is a transaction another program commits to our table.
-func foreignTx() *nft.Tx { return &nft.Tx{Family: nft.FamilyIPv4, Table: TableName} }
+// foreignApply commits to our table, as another program would, a transaction
+// that adds add and deletes del.
+func foreignApply(t *testing.T, k *nft.Fake, add, del []nft.Element) {
+	t.Helper()
+	tx := &nft.Tx{Family: nft.FamilyIPv4, Table: TableName, AddElements: add, DelElements: del}
+	if err := k.Apply(t.Context(), tx); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // fakeElements returns the elements of set the fake kernel holds.
 func fakeElements(k *nft.Fake, set string) []nft.Element {
@@ -56,19 +63,11 @@ func TestPartialRepair(t *testing.T) {
 		txs int
 	}{
 		{"map flushed", func(t *testing.T, k *nft.Fake) nft.Parts {
-			tx := foreignTx()
-			tx.DelElements = fakeElements(k, mapServiceIPs)
-			if err := k.Apply(t.Context(), tx); err != nil {
-				t.Fatal(err)
-			}
+			foreignApply(t, k, nil, fakeElements(k, mapServiceIPs))
 			return nft.Parts{Sets: map[string]bool{mapServiceIPs: true}}
 		}, true, 1},
 		{"foreign element added", func(t *testing.T, k *nft.Fake) nft.Parts {
-			tx := foreignTx()
-			tx.AddElements = []nft.Element{stranger}
-			if err := k.Apply(t.Context(), tx); err != nil {
-				t.Fatal(err)
-			}
+			foreignApply(t, k, []nft.Element{stranger}, nil)
 			return nft.Parts{Sets: map[string]bool{mapServiceIPs: true}}
 		}, true, 1},
 		{"web's chain deleted, with the elements that went to it", func(t *testing.T, k *nft.Fake) nft.Parts {
@@ -84,11 +83,7 @@ func TestPartialRepair(t *testing.T) {
 			return nft.Parts{Table: true, Chains: map[string]bool{chainServices: true}, Sets: map[string]bool{mapServiceIPs: true}}
 		}, true, 1},
 		{"map flushed, but only a chain named", func(t *testing.T, k *nft.Fake) nft.Parts {
-			tx := foreignTx()
-			tx.DelElements = fakeElements(k, mapServiceIPs)
-			if err := k.Apply(t.Context(), tx); err != nil {
-				t.Fatal(err)
-			}
+			foreignApply(t, k, nil, fakeElements(k, mapServiceIPs))
 			return nft.Parts{Chains: map[string]bool{chainServices: true}}
 		}, false, 0},
 	} {
