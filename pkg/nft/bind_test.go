@@ -123,7 +123,7 @@ func txText(tx *Tx) string {
 	for _, e := range tx.DelElements {
 		s += "del " + e.String() + " " + e.Set + "\n"
 	}
-	for _, e := range tx.AddElements {
+	for _, e := range tx.Added() {
 		s += "add " + e.String() + " " + e.Set + "\n"
 	}
 	return s
@@ -154,8 +154,8 @@ func TestBindFreesTheViewsMap(t *testing.T) {
 		t.Fatalf("bound view: %d in its map (want the 1 stale), %d in all (want %d)", len(read.Elements), len(boundHashes(read)), all)
 	}
 	tx = PlanFull(r, read)
-	if len(tx.DelElements) != 1 || tx.DelElements[0].ID() != stale.ID() || len(tx.AddElements) != 0 {
-		t.Fatalf("full plan against the bound view: del %v add %v, want only the stale element deleted", tx.DelElements, tx.AddElements)
+	if len(tx.DelElements) != 1 || tx.DelElements[0].ID() != stale.ID() || len(tx.Added()) != 0 {
+		t.Fatalf("full plan against the bound view: del %v add %v, want only the stale element deleted", tx.DelElements, tx.Added())
 	}
 	// Binding another view gives the first its hashes back.
 	r.Bind(NewView())

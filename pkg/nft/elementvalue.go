@@ -84,24 +84,56 @@ func encodeValue(e *Element) string {
 // cannot fail but for a set redeclared with other types, which Compatible and the
 // table's recreation handle.
 func decodeValue(s *Set, val string, e *Element) {
-	flags := val[0]
-	data, rest := arenaField(val[1:])
-	if data != "" {
-		e.Data, _ = splitBytes(s.Data, []byte(data))
+	r := splitValue(val)
+	if r.data != "" {
+		e.Data, _ = splitBytes(s.Data, []byte(r.data))
 	}
+	if r.verdict {
+		e.Verdict = &Verdict{Kind: r.kind, Chain: r.chain}
+	}
+	e.Comment, e.Timeout = r.comment, r.timeout
+}
+
+// rawValue is an encoded value taken apart, its strings those of the encoding.
+type rawValue struct {
+	data    string
+	verdict bool
+	kind    VerdictKind
+	chain   string
+	comment string
+	timeout time.Duration
+}
+
+// splitValue takes apart a value writeValue encoded.
+func splitValue(val string) rawValue {
+	var r rawValue
+	flags := val[0]
+	var rest string
+	r.data, rest = arenaField(val[1:])
 	if flags&valueVerdict != 0 {
-		kind := VerdictKind(rest[0])
-		var chain string
-		chain, rest = arenaField(rest[1:])
-		e.Verdict = &Verdict{Kind: kind, Chain: chain}
+		r.verdict, r.kind = true, VerdictKind(rest[0])
+		r.chain, rest = arenaField(rest[1:])
 	}
 	if flags&valueComment != 0 {
-		e.Comment, rest = arenaField(rest)
+		r.comment, rest = arenaField(rest)
 	}
 	if flags&valueTimeout != 0 {
 		v, _ := uvarintOf(rest)
-		e.Timeout = time.Duration(v)
+		r.timeout = time.Duration(v)
 	}
+	return r
+}
+
+// rawValueHash is valueHash of the element whose encoded value is val.
+func rawValueHash(val string) uint64 {
+	r := splitValue(val)
+	h := fnvString(fnvOffset, r.data) // the data's concatenation, padded as valueHash pads it
+	if r.verdict {
+		h = fnvByte(fnvByte(h, 0), byte(r.kind))
+		h = fnvString(h, r.chain)
+	}
+	h = fnvByte(h, 0)
+	return fnvString(h, limitComment(r.comment))
 }
 
 // valueOf is the encoded value of the element an entry holds.

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -71,6 +72,79 @@ func appendElementMessages(msgs []netlink.Message, family Family, table string, 
 	return msgs
 }
 
+// appendRawElementMessages is appendElementMessages for the elements a plan adds
+// as the ruleset holds them (Tx.adds): their key bytes are their ID's, after the
+// set's code, and their value is decoded from its encoding in place.
+func appendRawElementMessages(msgs []netlink.Message, family Family, table string, elems []rawElement) []netlink.Message {
+	if len(elems) == 0 {
+		return msgs
+	}
+	var order []string // set codes, in order of first appearance
+	bySet := map[string][]int32{}
+	for i, e := range elems {
+		_, n := uvarintOf(e.id)
+		code := e.id[:n]
+		l, ok := bySet[code]
+		if !ok {
+			order = append(order, code)
+		}
+		bySet[code] = append(l, int32(i))
+	}
+	for _, code := range order {
+		set, _ := splitID(code)
+		idx := bySet[code]
+		for len(idx) > 0 {
+			n := min(len(idx), elementsPerMessage)
+			msgs = append(msgs, netlink.Message{
+				Header: netlink.Header{Type: nlkit.NftType(unix.NFT_MSG_NEWSETELEM), Flags: netlink.Request | netlink.Acknowledge | netlink.Create},
+				Data:   rawElementMessage(family, table, set, elems, idx[:n]),
+			})
+			idx = idx[n:]
+		}
+	}
+	return msgs
+}
+
+// rawElementMessage is elementMessage for elements the ruleset holds.
+func rawElementMessage(family Family, table, set string, elems []rawElement, idx []int32) []byte {
+	size := 4 + nlkit.AttrLen(len(set)+1) + nlkit.AttrLen(4) + nlkit.AttrLen(len(table)+1) + 4
+	for _, i := range idx {
+		size += rawElementLen(elems[i])
+	}
+	b := make([]byte, 0, size)
+	b = append(b, nlkit.NfGenMsg(uint8(family))...)
+	b = nlkit.AppendStringAttr(b, attrElemListSet, set)
+	b = nlkit.AppendAttr(b, attrElemListSetID, []byte{0, 0, 0, 0})
+	b = nlkit.AppendStringAttr(b, attrElemListTable, table)
+	b, list := nlkit.BeginNested(b, attrElemListElements)
+	for k, i := range idx {
+		_, key := splitID(elems[i].id)
+		b = appendRawElement(b, uint16(k+1)|unix.NLA_F_NESTED, key, splitValue(elems[i].val))
+	}
+	nlkit.EndNested(b, list)
+	return b
+}
+
+// rawElementLen is at least the bytes appendRawElement writes for e.
+func rawElementLen(e rawElement) int {
+	_, key := splitID(e.id)
+	v := splitValue(e.val)
+	n := 4 + 4 + nlkit.AttrLen(len(key))
+	if v.timeout != 0 {
+		n += nlkit.AttrLen(8)
+	}
+	switch {
+	case v.verdict:
+		n += 4 + 4 + nlkit.AttrLen(4) + nlkit.AttrLen(len(v.chain)+1)
+	case v.data != "":
+		n += 4 + nlkit.AttrLen(len(v.data))
+	}
+	if v.comment != "" {
+		n += nlkit.AttrLen(2 + MaxCommentLen + 1)
+	}
+	return n
+}
+
 // elementMessage is the body of one element message: the nfgenmsg header, then
 // the set's name, its (zero) ID, the table and the list of elems[idx].
 func elementMessage(family Family, table, set string, elems []Element, idx []int32) []byte {
@@ -97,37 +171,77 @@ func appendElement(b []byte, typ uint16, e *Element) []byte {
 	b, key := nlkit.BeginNested(b, attrElemKey)
 	b = appendDatumsAttr(b, attrDataValue, e.Key)
 	nlkit.EndNested(b, key)
-	if ms := e.Timeout.Milliseconds(); e.Timeout != 0 {
-		b = nlkit.AppendAttr(b, attrElemTimeout, binary.BigEndian.AppendUint64(nil, uint64(ms)))
-	}
+	b = appendTimeout(b, e.Timeout)
 	switch {
 	case e.Verdict != nil:
-		// The code as a 32-bit two's complement: jump and goto are negative.
-		v := e.Verdict.expr()
-		var data, verdict int
-		b, data = nlkit.BeginNested(b, attrElemData)
-		b, verdict = nlkit.BeginNested(b, attrDataVerdict)
-		b = nlkit.AppendAttr(b, attrVerdictCode, binary.BigEndian.AppendUint32(nil, uint32(v.Kind)))
-		if v.Chain != "" {
-			b = nlkit.AppendStringAttr(b, attrVerdictChain, v.Chain)
-		}
-		nlkit.EndNested(b, verdict)
-		nlkit.EndNested(b, data)
+		b = appendVerdictData(b, *e.Verdict)
 	case len(e.Data) > 0:
 		var data int
 		b, data = nlkit.BeginNested(b, attrElemData)
 		b = appendDatumsAttr(b, attrDataValue, e.Data)
 		nlkit.EndNested(b, data)
 	}
-	if c := limitComment(e.Comment); c != "" {
-		start := len(b)
-		b = append(b, 0, 0, 0, 0, udataElemComment, byte(len(c)+1))
-		b = append(b, c...)
-		b = append(b, 0)
-		b = nlkit.FinishAttr(b, start, attrElemUserData)
-	}
+	b = appendComment(b, e.Comment)
 	nlkit.EndNested(b, item)
 	return b
+}
+
+// appendRawElement is appendElement for the element of key bytes key and value v
+// (the same attributes, from the ruleset's encoding).
+func appendRawElement(b []byte, typ uint16, key string, v rawValue) []byte {
+	b, item := nlkit.BeginNested(b, typ)
+	b, k := nlkit.BeginNested(b, attrElemKey)
+	b = appendBytesAttr(b, attrDataValue, key)
+	nlkit.EndNested(b, k)
+	b = appendTimeout(b, v.timeout)
+	switch {
+	case v.verdict:
+		b = appendVerdictData(b, Verdict{Kind: v.kind, Chain: v.chain})
+	case v.data != "":
+		var data int
+		b, data = nlkit.BeginNested(b, attrElemData)
+		b = appendBytesAttr(b, attrDataValue, v.data)
+		nlkit.EndNested(b, data)
+	}
+	b = appendComment(b, v.comment)
+	nlkit.EndNested(b, item)
+	return b
+}
+
+func appendTimeout(b []byte, d time.Duration) []byte {
+	if d == 0 {
+		return b
+	}
+	return nlkit.AppendAttr(b, attrElemTimeout, binary.BigEndian.AppendUint64(nil, uint64(d.Milliseconds())))
+}
+
+// appendVerdictData appends v as an element's data. The code is a 32-bit two's
+// complement: jump and goto are negative.
+func appendVerdictData(b []byte, v Verdict) []byte {
+	x := v.expr() // only jump and goto carry their chain
+	var data, verdict int
+	b, data = nlkit.BeginNested(b, attrElemData)
+	b, verdict = nlkit.BeginNested(b, attrDataVerdict)
+	b = nlkit.AppendAttr(b, attrVerdictCode, binary.BigEndian.AppendUint32(nil, uint32(x.Kind)))
+	if x.Chain != "" {
+		b = nlkit.AppendStringAttr(b, attrVerdictChain, x.Chain)
+	}
+	nlkit.EndNested(b, verdict)
+	nlkit.EndNested(b, data)
+	return b
+}
+
+// appendComment appends an element's comment, as the user data nft reads.
+func appendComment(b []byte, comment string) []byte {
+	c := limitComment(comment)
+	if c == "" {
+		return b
+	}
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, udataElemComment, byte(len(c)+1))
+	b = append(b, c...)
+	b = append(b, 0)
+	return nlkit.FinishAttr(b, start, attrElemUserData)
 }
 
 // elementLen is at least the bytes appendElement writes for e (the message's
@@ -147,6 +261,14 @@ func elementLen(e *Element) int {
 		n += nlkit.AttrLen(2 + MaxCommentLen + 1)
 	}
 	return n
+}
+
+// appendBytesAttr appends the bytes of s as the attribute typ.
+func appendBytesAttr(b []byte, typ uint16, s string) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	b = append(b, s...)
+	return nlkit.FinishAttr(b, start, typ)
 }
 
 // appendDatumsAttr appends the concatenation of ds as the attribute typ.

@@ -211,7 +211,7 @@ func (t *fakeTable) apply(tx *Tx, u *undoLog) error {
 		ruleTargets(c, func(name string) { t.ref(u, name, 1) })
 		put(u, t.chains, c.Name, c)
 	}
-	for _, e := range tx.AddElements {
+	for _, e := range tx.Added() {
 		if _, ok := v.Sets[e.Set]; !ok {
 			return fmt.Errorf("fake: element for missing set %s", e.Set)
 		}

@@ -208,6 +208,7 @@ func (n *Netlink) Apply(callCtx context.Context, tx *Tx) error {
 		return err
 	}
 	b.msgs = appendElementMessages(b.msgs, tx.Family, tx.Table, tx.AddElements, true)
+	b.msgs = appendRawElementMessages(b.msgs, tx.Family, tx.Table, tx.adds)
 	// Empty every chain to delete before deleting any, then the sets, then the chains:
 	// rules and verdict-map elements (ours or another program's) may refer to any of
 	// them, and the kernel refuses to delete a chain or set still referred to.

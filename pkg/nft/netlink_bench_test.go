@@ -82,7 +82,7 @@ func libraryApply(c *nftables.Conn, tx *Tx) error {
 	}
 	bySet := map[string][]nftables.SetElement{}
 	var order []string
-	for _, e := range tx.AddElements {
+	for _, e := range tx.Added() {
 		if _, ok := bySet[e.Set]; !ok {
 			order = append(order, e.Set)
 		}

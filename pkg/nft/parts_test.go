@@ -39,7 +39,7 @@ func TestReplacePartsPlansOnlyTheNamedParts(t *testing.T) {
 	if tx.DelElements[0].ID() != stranger.ID() {
 		t.Fatalf("deletes %v, want the stranger", tx.DelElements[0])
 	}
-	for _, e := range tx.AddElements {
+	for _, e := range tx.Added() {
 		if e.Set != "dispatch" {
 			t.Fatalf("adds %v, outside the named set", e)
 		}

@@ -36,7 +36,7 @@ func newTestRuleset() *Ruleset {
 type txCounts struct{ addSets, newChains, chains, delChains, addElems, delElems int }
 
 func countsOf(tx *Tx) txCounts {
-	return txCounts{len(tx.AddSets), len(tx.NewChains), len(tx.Chains), len(tx.DelChains), len(tx.AddElements), len(tx.DelElements)}
+	return txCounts{len(tx.AddSets), len(tx.NewChains), len(tx.Chains), len(tx.DelChains), len(tx.Added()), len(tx.DelElements)}
 }
 
 func TestPlanIsIncremental(t *testing.T) {
@@ -126,7 +126,7 @@ func TestDriftIsRepairedByFullPlan(t *testing.T) {
 	k.Tamper(FamilyIPv4, "t", "svc-a")
 	kv, _ := k.Read(t.Context(), FamilyIPv4, "t")
 	repair := PlanFull(r, kv)
-	if len(repair.NewChains) != 1 || len(repair.AddElements) != 1 {
+	if len(repair.NewChains) != 1 || len(repair.Added()) != 1 {
 		t.Fatalf("repair = %+v, want the chain and its dispatch element back", countsOf(repair))
 	}
 	if err := k.Apply(t.Context(), repair); err != nil {
@@ -224,10 +224,10 @@ func TestFullPlanWalksANewOwnersElementsOnce(t *testing.T) {
 	r.SetFragment("svc/a", svcFragment("svc-a", "10.96.0.1", "10.0.0.1", "10.0.0.2"))
 	r.SetFragment("svc/b", svcFragment("svc-b", "10.96.0.2", "10.0.0.3"))
 	tx := PlanFull(r, NewView())
-	if got := len(tx.AddElements); got != 7 {
+	if got := len(tx.Added()); got != 7 {
 		t.Fatalf("%d elements added, want 7", got)
 	}
-	if got := cap(tx.AddElements); got != 7 {
+	if got := cap(tx.adds); got != 7 {
 		t.Errorf("room for %d elements reserved, want 7: marked elements were walked twice", got)
 	}
 }

@@ -226,5 +226,10 @@ func (t *Tx) elementText(id string, key []byte) string {
 			}
 		}
 	}
+	for _, r := range t.adds {
+		if r.id == id {
+			return joinData(t.rawToElement(r).Key)
+		}
+	}
 	return fmt.Sprintf("0x%x", key)
 }

@@ -72,7 +72,7 @@ type elementEntry struct {
 	// (entryInKernel) says that the bound view records the kernel holding this
 	// ID, with the value hash kernel (bind.go). A flag of its own made each entry
 	// 24 bytes instead of 16 (660k entries at 30k Services); an owner's arena is
-	// never near 1 GiB.
+	// never near 512 MiB (bit 29 is entryPlanned).
 	at     uint32
 	kernel uint64
 }
@@ -80,9 +80,12 @@ type elementEntry struct {
 const (
 	entryInKernel = 1 << 31
 	entryArena    = 1 << 30
+	// entryPlanned flags, while a plan runs, an entry it already compared
+	// (planElements); never set outside one.
+	entryPlanned = 1 << 29
 )
 
-func (e elementEntry) off() uint32    { return e.at &^ (entryInKernel | entryArena) }
+func (e elementEntry) off() uint32    { return e.at &^ (entryInKernel | entryArena | entryPlanned) }
 func (e elementEntry) arena() uint8   { return uint8(e.at >> 30 & 1) }
 func (e elementEntry) inKernel() bool { return e.at&entryInKernel != 0 }
 
@@ -188,10 +191,11 @@ func (d *dirtyKeys) hasChain(name string) bool {
 	return ok || (name != "" && d.chain == name)
 }
 
-// eachElem yields the marked element IDs, some perhaps twice.
+// eachElem yields the marked element IDs, some perhaps twice: those marked one by
+// one sorted, so that a plan is the same from run to run, then the whole arenas'.
 func (d *dirtyKeys) eachElem() iter.Seq[string] {
 	return func(yield func(string) bool) {
-		for id := range d.elems {
+		for _, id := range sortedKeys(d.elems) {
 			if !yield(id) {
 				return
 			}

@@ -92,14 +92,11 @@ func (v *View) Commit(tx *Tx) {
 	for _, c := range tx.Chains {
 		v.Chains[c.Name] = chainViewOf(c)
 	}
-	for i, e := range tx.AddElements {
-		id := ""
-		if i < len(tx.addIDs) {
-			id = tx.addIDs[i]
-		} else {
-			id = e.ID()
-		}
-		v.setHash(id, valueHash(e))
+	for _, e := range tx.AddElements {
+		v.setHash(e.ID(), valueHash(e))
+	}
+	for _, r := range tx.adds {
+		v.setHash(r.id, rawValueHash(r.val)) // the ruleset's own ID: the view keeps no copy
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)

@@ -84,7 +84,7 @@ func TestKernelListingLoadsBackWithNft(t *testing.T) {
 		}
 		// nft -f drops the rule hashes svcproxy keeps in rules' user data, so
 		// adoption rewrites the rules of every chain; nothing else.
-		if n := len(tx.AddSets) + len(tx.DelSets) + len(tx.AddElements) + len(tx.DelElements) + len(tx.NewChains) + len(tx.DelChains); n != 0 {
+		if n := len(tx.AddSets) + len(tx.DelSets) + len(tx.Added()) + len(tx.DelElements) + len(tx.NewChains) + len(tx.DelChains); n != 0 {
 			t.Fatalf("adoption changed %d sets, elements or chains besides rewriting rules", n)
 		}
 	}

@@ -91,7 +91,7 @@ func TestShardsExistOnlyWhileUsed(t *testing.T) {
 
 	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod1"), readyEP("pod4"))) // pod3's shard-mate
 	tx = sync("endpoint replaced within its shard")
-	if len(tx.AddSets)+len(tx.DelSets)+len(tx.NewChains)+len(tx.Chains)+len(tx.DelChains) != 0 || len(tx.AddElements) == 0 {
+	if len(tx.AddSets)+len(tx.DelSets)+len(tx.NewChains)+len(tx.Chains)+len(tx.DelChains) != 0 || len(tx.Added()) == 0 {
 		t.Fatalf("not element-only: sets +%v -%v, chains new %d, rewritten %d, deleted %v",
 			setNames(tx.AddSets), tx.DelSets, len(tx.NewChains), len(tx.Chains), tx.DelChains)
 	}

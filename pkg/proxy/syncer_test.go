@@ -292,7 +292,7 @@ func refuseService(k *nft.Fake, svc string) (refusing *bool) {
 	refusing = new(bool)
 	*refusing = true
 	k.Refuse = func(tx *nft.Tx) error {
-		for _, e := range tx.AddElements {
+		for _, e := range tx.Added() {
 			if *refusing && strings.HasPrefix(e.Comment, svc+":") {
 				return errors.New("fake: invalid argument")
 			}
