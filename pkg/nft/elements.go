@@ -32,7 +32,7 @@ func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) [
 		id := spans[k].id
 		if i, dup := first[id]; dup {
 			if !elementsEqual(uniq[i], e) {
-				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i], Dropped: e})
+				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i].clone(), Dropped: e.clone()})
 			}
 			if len(uniq) == len(elems) { // the first duplicate: from here on a copy
 				uniq = append(make([]Element, 0, len(elems)), elems[:k]...)
@@ -122,7 +122,7 @@ func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, 
 			r.markElem(prev.owner, id)
 		}
 	default:
-		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e})
+		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e.clone()})
 	}
 }
 

@@ -165,7 +165,7 @@ func (r *Ruleset) elementOf(id string, entry elementEntry) Element {
 // (~100 bytes each, 46 MB of garbage in a 30k cold sync).
 func (r *Ruleset) keepUndeclared(id string, e Element) {
 	if _, declared := r.Sets[e.Set]; !declared {
-		kept := e
+		kept := e.clone()
 		r.undeclared[id] = &kept
 	}
 }

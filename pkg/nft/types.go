@@ -5,6 +5,7 @@ package nft
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -111,4 +112,12 @@ func (e Element) ID() string {
 	writeIDPrefix(&b, e.Set)
 	writeConcat(&b, e.Key)
 	return b.String()
+}
+
+// clone is e with its own Key and Data: a renderer may reuse the memory of the
+// elements it handed over (Fragment.Reset), so what the ruleset keeps of one is
+// a copy.
+func (e Element) clone() Element {
+	e.Key, e.Data = slices.Clone(e.Key), slices.Clone(e.Data)
+	return e
 }

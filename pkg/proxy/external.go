@@ -124,11 +124,11 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 		isLB[a] = true
 	}
 	for _, a := range append(sp.ExternalIPs.Addrs(), lbIPs...) {
-		key := []nft.Datum{nft.IP(a), nft.Proto(proto), nft.Port(sp.Port)}
+		key := f.Datums(nft.IP(a), nft.Proto(proto), nft.Port(sp.Port))
 		path := addrPath(a)
 		f.Elements = append(f.Elements, nft.Element{Set: mapExternalIPs, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
 			Comment: sp.Name.String()})
-		path.endpointElements(f, func(slot int) []nft.Datum { return append(append([]nft.Datum{}, key...), nft.Int(uint32(slot))) }, x)
+		path.endpointElements(f, func(slot int) []nft.Datum { return f.Datums(key[0], key[1], key[2], nft.Int(uint32(slot))) }, x)
 		if isLB[a] && sp.SourceRanges != "" {
 			fw := firewallChain(sp.SourceRanges)
 			f.Shared = append(f.Shared, fw)
@@ -137,16 +137,16 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 		}
 	}
 	if sp.NodePort != 0 {
-		key := []nft.Datum{nft.Proto(proto), nft.Port(sp.NodePort)}
+		key := f.Datums(nft.Proto(proto), nft.Port(sp.NodePort))
 		path := nodePortPath(sp.NodePort, fieldsOf(o.Family))
 		f.Elements = append(f.Elements, nft.Element{Set: mapServiceNodePorts, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
 			Comment: sp.Name.String()})
-		path.endpointElements(f, func(slot int) []nft.Datum { return append(append([]nft.Datum{}, key...), nft.Int(uint32(slot))) }, x)
+		path.endpointElements(f, func(slot int) []nft.Datum { return f.Datums(key[0], key[1], nft.Int(uint32(slot))) }, x)
 	}
 	for _, e := range x.local {
 		// A local endpoint may be one the cluster set lacks (a terminating one while
 		// another node has a ready one): it can reach itself through its Service too.
-		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: f.Datums(nft.IP(e.Addr), nft.IP(e.Addr))})
 	}
 }
 
@@ -172,13 +172,13 @@ func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto u
 // slot 0, the local set from localSlots.
 func (x externalPath) endpointElements(f *nft.Fragment, key func(slot int) []nft.Datum, s externalSets) {
 	for slot, e := range s.cluster {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: f.Datums(nft.IP(e.Addr), nft.Port(e.Port))})
 	}
 	if len(s.cluster) == 0 {
 		return // nothing to pick from: the dispatch rejects
 	}
 	for slot, e := range s.local {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: f.Datums(nft.IP(e.Addr), nft.Port(e.Port))})
 	}
 }
 

@@ -73,13 +73,13 @@ func (x externalPath) recordAffinity(f *nft.Fragment, sp endpoints.ServicePort, 
 	if x.addr.IsValid() {
 		record := affinityChain(sp.AffinityTimeout, proto, x.addr)
 		f.Shared = append(f.Shared, record)
-		f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: []nft.Datum{nft.IP(x.addr), nft.Proto(proto), nft.Port(sp.Port)},
+		f.Elements = append(f.Elements, nft.Element{Set: mapStickyPorts, Key: f.Datums(nft.IP(x.addr), nft.Proto(proto), nft.Port(sp.Port)),
 			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: sp.Name.String()})
 		return
 	}
 	record := x.fam.nodePortAffinityChain(sp.AffinityTimeout, proto, sp.NodePort)
 	f.Shared = append(f.Shared, record)
-	f.Elements = append(f.Elements, nft.Element{Set: mapStickyNodePorts, Key: []nft.Datum{nft.Proto(proto), nft.Port(sp.NodePort)},
+	f.Elements = append(f.Elements, nft.Element{Set: mapStickyNodePorts, Key: f.Datums(nft.Proto(proto), nft.Port(sp.NodePort)),
 		Verdict: &nft.Verdict{Kind: nft.Goto, Chain: record.Name}, Comment: sp.Name.String()})
 }
 

@@ -65,6 +65,9 @@ type Proxy struct {
 	view    *nft.View
 	trigger chan struct{}
 	lb      sharedChains // one value per shared chain, for every Service that uses it
+	// scratch is the fragment each Service is rendered into, its memory reused
+	// by the next (nft.Fragment.Reset); only the sync uses it.
+	scratch nft.Fragment
 	serving *servingTable
 	refused *refusals
 	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.

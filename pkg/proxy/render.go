@@ -38,8 +38,15 @@ func RenderService(ports []endpoints.ServicePort, eps endpoints.ByPort, node str
 // (see renderExternal): the node, and the cluster CIDR whose traffic an
 // externalTrafficPolicy: Local port sends to cluster-wide endpoints.
 func RenderServiceWith(ports []endpoints.ServicePort, eps endpoints.ByPort, o Options) nft.Fragment {
-	fam := fieldsOf(o.Family)
 	var f nft.Fragment
+	renderServiceInto(&f, ports, eps, o)
+	return f
+}
+
+// renderServiceInto is RenderServiceWith into f, which a sync reuses from one
+// Service to the next (nft.Fragment.Reset).
+func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpoints.ByPort, o Options) {
+	fam := fieldsOf(o.Family)
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
 		if !ok || !fam.ofFamily(sp.ClusterIP) || sp.Port == 0 || endpoints.ReservedReason(sp.ClusterIP) != "" {
@@ -61,9 +68,9 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps endpoints.ByPort, o Op
 			}
 		}
 		f.Elements = slices.Grow(f.Elements, len(usable)+hairpins+3)
-		dispatch := nft.Element{Set: mapServiceIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)},
+		dispatch := nft.Element{Set: mapServiceIPs, Key: f.Datums(nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)),
 			Comment: sp.Name.String()}
-		renderExternal(&f, sp, proto, eps.Endpoints(sp.Name), o)
+		renderExternal(f, sp, proto, eps.Endpoints(sp.Name), o)
 		switch {
 		case noLocal:
 			// kube-proxy drops rather than rejects here: the Service has endpoints,
@@ -84,18 +91,17 @@ func RenderServiceWith(ports []endpoints.ServicePort, eps endpoints.ByPort, o Op
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
 			for slot, e := range usable {
 				f.Elements = append(f.Elements, nft.Element{Set: endpointsMap(sp.ClusterIP),
-					Key:  []nft.Datum{nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Int(uint32(slot))},
-					Data: []nft.Datum{nft.IP(e.Addr), nft.Port(e.Port)}})
+					Key:  f.Datums(nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Int(uint32(slot))),
+					Data: f.Datums(nft.IP(e.Addr), nft.Port(e.Port))})
 			}
 		}
-		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: []nft.Datum{nft.IP(sp.ClusterIP)}})
+		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: f.Datums(nft.IP(sp.ClusterIP))})
 		for _, e := range usable {
 			if hairpinHere(e, o.place()) {
-				f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: []nft.Datum{nft.IP(e.Addr), nft.IP(e.Addr)}})
+				f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: f.Datums(nft.IP(e.Addr), nft.IP(e.Addr))})
 			}
 		}
 	}
-	return f
 }
 
 // hairpinHere reports whether e may be a pod of this node. Only such a pod can send
