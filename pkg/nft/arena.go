@@ -23,36 +23,48 @@ type arenaSpan struct {
 	off     uint32
 }
 
-// newArena builds the arena of elems, in order, and the spans of each element.
-func newArena(elems []Element) (elementArena, []arenaSpan) {
+// newArena builds the arena of elems, in order, and the spans of each element,
+// appended to spans[:0].
+func newArena(elems []Element, spans []arenaSpan) (elementArena, []arenaSpan) {
+	// An owner's elements come in runs of one set: its code is looked up once a run.
+	var set string
+	var code uint64
+	codeOf := func(name string) uint64 {
+		if name != set || set == "" {
+			set, code = name, setCode(name)
+		}
+		return code
+	}
 	size := 0
 	for i := range elems {
-		idLen, valLen := idPrefixLen(elems[i].Set)+concatLen(elems[i].Key), encodedValueLen(&elems[i])
+		idLen, valLen := uvarintLen(codeOf(elems[i].Set))+concatLen(elems[i].Key), encodedValueLen(&elems[i])
 		size += uvarintLen(uint64(idLen)) + idLen + uvarintLen(uint64(valLen)) + valLen
 	}
 	var b strings.Builder
 	b.Grow(size)
-	type offsets struct{ rec, id, idEnd, val, end int }
-	at := make([]offsets, len(elems))
+	spans = spans[:0]
 	for i := range elems {
 		e := &elems[i]
-		at[i].rec = b.Len()
-		writeUvarint(&b, uint64(idPrefixLen(e.Set)+concatLen(e.Key)))
-		at[i].id = b.Len()
-		writeIDPrefix(&b, e.Set)
+		spans = append(spans, arenaSpan{off: uint32(b.Len())})
+		c := codeOf(e.Set)
+		writeUvarint(&b, uint64(uvarintLen(c)+concatLen(e.Key)))
+		writeUvarint(&b, c)
 		writeConcat(&b, e.Key)
-		at[i].idEnd = b.Len()
 		writeUvarint(&b, uint64(encodedValueLen(e)))
-		at[i].val = b.Len()
 		writeValue(&b, e)
-		at[i].end = b.Len()
 	}
 	s := b.String()
-	spans := make([]arenaSpan, len(elems))
-	for i, o := range at {
-		spans[i] = arenaSpan{id: s[o.id:o.idEnd], val: s[o.val:o.end], off: uint32(o.rec)}
+	for i := range spans {
+		id, rest := arenaField(s[spans[i].off:])
+		spans[i].id, spans[i].val = id, recordValue(rest)
 	}
 	return elementArena(s), spans
+}
+
+// recordValue is the value field that rest, a record after its ID, starts with.
+func recordValue(rest string) string {
+	v, _ := arenaField(rest)
+	return v
 }
 
 func uvarintLen(n uint64) int {

@@ -12,7 +12,7 @@ func TestArenaRoundTrip(t *testing.T) {
 		{Set: "pairs", Key: []Datum{ip("10.244.0.1"), ip("10.244.0.2")}},
 		{Set: "long", Key: slices.Repeat([]Datum{ip("2001:db8::1")}, 10), Data: []Datum{ip("10.0.0.1"), Port(80)}}, // an ID over 127 bytes
 	}
-	arena, spans := newArena(elems)
+	arena, spans := newArena(elems, nil)
 	var got []string
 	for id := range arena.ids() {
 		got = append(got, id)

@@ -24,29 +24,43 @@ func (c ElementConflict) String() string {
 func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) []ElementConflict {
 	owner := r.owned[ref].name
 	var conflicts []ElementConflict
-	arena, spans := newArena(elems)
-	// An owner holds an ID once: the first of its versions.
-	first := make(map[string]int, len(elems))
+	arena, spans := newArena(elems, r.spans)
+	// An owner holds an ID once: the first of its versions. Most owners render a
+	// dozen elements, all distinct: their spans are searched, without the map
+	// per owner that, with the other per-element map operations, took a tenth of
+	// a 100k cold sync's CPU.
+	var first map[string]int // by ID, the index of its version in uniq
 	uniq := elems
-	for k, e := range elems {
-		id := spans[k].id
-		if i, dup := first[id]; dup {
-			if !elementsEqual(uniq[i], e) {
-				conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i].clone(), Dropped: e.clone()})
+	if len(elems) > smallOwner || hasDuplicateID(spans) {
+		first = make(map[string]int, len(elems))
+		for k, e := range elems {
+			id := spans[k].id
+			if i, dup := first[id]; dup {
+				if !elementsEqual(uniq[i], e) {
+					conflicts = append(conflicts, ElementConflict{Winner: owner, Loser: owner, Kept: uniq[i].clone(), Dropped: e.clone()})
+				}
+				if len(uniq) == len(elems) { // the first duplicate: from here on a copy
+					uniq = append(make([]Element, 0, len(elems)), elems[:k]...)
+				}
+				continue
 			}
-			if len(uniq) == len(elems) { // the first duplicate: from here on a copy
-				uniq = append(make([]Element, 0, len(elems)), elems[:k]...)
+			first[id] = len(first)
+			if len(uniq) < len(elems) {
+				uniq = append(uniq, e)
 			}
-			continue
-		}
-		first[id] = len(first)
-		if len(uniq) < len(elems) {
-			uniq = append(uniq, e)
 		}
 	}
 	if len(uniq) < len(elems) {
 		// Rare (a renderer's bug, reported above): the arena holds each ID once.
-		arena, spans = newArena(uniq)
+		arena, spans = newArena(uniq, spans)
+	}
+	r.spans = spans[:0] // reused by the next owner
+	kept := func(id string) bool {
+		if first != nil {
+			_, ok := first[id]
+			return ok
+		}
+		return slices.ContainsFunc(spans, func(s arenaSpan) bool { return s.id == id })
 	}
 	// The new arena goes beside the old one, whose records the entries not moved
 	// yet point at (owned); the old one goes once every entry has moved.
@@ -54,7 +68,7 @@ func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) [
 	next := 1 - prev
 	r.owned[ref].arenas[next] = arena
 	for id := range old.ids() {
-		if _, kept := first[id]; !kept {
+		if !kept(id) {
 			r.dropHolder(ref, id)
 		}
 	}
@@ -65,9 +79,13 @@ func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) [
 	if whole {
 		r.markWhole(owner, arena)
 	}
+	var added setRun
 	for i, e := range uniq {
-		r.putHolder(ref, next, spans[i], e, !whole)
+		if r.putHolder(ref, next, spans[i], e, !whole) {
+			added.count(r, e.Set)
+		}
 	}
+	added.flush(r)
 	r.owned[ref].arenas[prev], r.owned[ref].cur = "", next
 	for i := range uniq {
 		id := spans[i].id
@@ -81,12 +99,51 @@ func (r *Ruleset) setElements(ref ownerRef, old elementArena, elems []Element) [
 	return conflicts
 }
 
+// smallOwner is the element count up to which an owner's IDs are searched
+// rather than mapped (setElements).
+const smallOwner = 32
+
+// hasDuplicateID reports whether two spans have one ID.
+func hasDuplicateID(spans []arenaSpan) bool {
+	for i := range spans {
+		for j := range i {
+			if spans[i].id == spans[j].id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setRun counts the elements added to one set in a run, so that the ruleset's
+// count per set (countElement) changes once a run, not once an element.
+type setRun struct {
+	set string
+	n   int
+}
+
+func (s *setRun) count(r *Ruleset, set string) {
+	if set != s.set {
+		s.flush(r)
+		s.set = set
+	}
+	s.n++
+}
+
+func (s *setRun) flush(r *Ruleset) {
+	if s.n > 0 {
+		r.countElement(s.set, s.n)
+	}
+	s.n = 0
+}
+
 // putHolder sets the version of e (whose ID and value are at, in the owner's new
 // arena, number arena of its owned.arenas) of the owner ref and marks the element
 // changed if the value in effect changed (the owner's own mark only if mark: see
-// setElements). An entry whose value is the owner's points at the new arena, so no
+// setElements). It reports whether the ruleset did not hold the ID, for the
+// caller to count it (countElement). An entry whose value is the owner's points at the new arena, so no
 // entry keeps the owner's previous arena alive.
-func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, mark bool) {
+func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, mark bool) (added bool) {
 	owner, id := r.owned[ref].name, at.id
 	entry, ok := r.elements.get(id)
 	switch {
@@ -96,10 +153,10 @@ func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, 
 		r.takeHash(id, &entry)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
-		r.countElement(e.Set, 1)
 		if mark {
 			r.markElem(owner, id)
 		}
+		return true
 	case entry.owner == ref:
 		// The entry still points at the owner's previous arena.
 		if mark && r.valueOf(entry) != at.val {
@@ -124,6 +181,7 @@ func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, 
 	default:
 		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e.clone()})
 	}
+	return false
 }
 
 // dropHolder removes owner's version of the element id; the next owner's value takes

@@ -31,6 +31,8 @@ type Ruleset struct {
 	// undeclared holds, by ID, the elements of sets the ruleset does not declare:
 	// their bytes cannot be split into Datums again (elementOf).
 	undeclared map[string]*Element
+	// spans is setElements' buffer, reused from one owner to the next.
+	spans []arenaSpan
 
 	// dirty holds, per owner, the chains and elements changed since the last Plan, so
 	// that a refused transaction can be retried one owner at a time.
