@@ -15,6 +15,22 @@ import (
 // 4.2-4.5 s in make bench's process); 500 was worse again on both.
 const maxOwnersPerTx = 1000
 
+// txPerBigSync is how many transactions a sync of more than maxOwnersPerTx x
+// txPerBigSync Services is written in (ownersPerTx).
+const txPerBigSync = 20
+
+// ownersPerTx is how many of n changed Services one transaction carries:
+// maxOwnersPerTx, or more so that a big sync takes at most txPerBigSync commits.
+// Each commit costs the kernel time that grows with the table, not only with
+// the commit (likely the validation of the jumps and gotos a commit adds, which
+// walks the verdict maps whole): in a 100k cold sync, 100 commits took 15 ms
+// each at first and 35-55 ms at the end, 2.5-2.9 s of sendmsg in all, against
+// 1.5-1.7 s in 20. The transaction then holds a twentieth of the table at most,
+// which bounds the peak in proportion to the ruleset (+10-18 MiB at 100k).
+func ownersPerTx(n int) int {
+	return max(maxOwnersPerTx, (n+txPerBigSync-1)/txPerBigSync)
+}
+
 // txHeapRoom is the heap one transaction of maxOwnersPerTx Services x 10 endpoints
 // takes while it is built and sent (measured: ~50 MiB live for 2000 at 30k), with
 // room to spare.
@@ -59,12 +75,13 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 		return p.apply(ctx, nft.Plan(p.desired, p.view))
 	}
 	defer boundHeap(txHeapRoom)()
+	per := ownersPerTx(len(owners))
 	if !p.view.TableExists && !p.overlapFailed && !p.lastSync.IsZero() {
-		return p.applyOverlapped(ctx, owners)
+		return p.applyOverlapped(ctx, owners, per)
 	}
 	objects := 0
 	for len(owners) > 0 {
-		n := min(len(owners), maxOwnersPerTx)
+		n := min(len(owners), per)
 		written, err := p.apply(ctx, nft.PlanOwners(p.desired, p.view, owners[:n]...))
 		objects += written
 		if err != nil {
@@ -75,9 +92,9 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 	return objects, nil
 }
 
-// applyOverlapped writes, in transactions of maxOwnersPerTx Services as
-// applyDirty does, a table the kernel no longer holds (another program deleted
-// it): each transaction is planned while the kernel commits the one before, on
+// applyOverlapped writes, in transactions of per Services as applyDirty does, a
+// table the kernel no longer holds (another program deleted it): each
+// transaction is planned while the kernel commits the one before, on
 // another core. At 10k Services a deleted table's repair planned 27k elements in
 // 25-75 ms and the kernel took 60-85 ms to commit them, eleven times over, one
 // after the other: 1.2-1.6 s of broken Services.
@@ -95,7 +112,7 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 // (overlapFailed), retrying the Services of a refused one each on its own
 // (applyEach); only a single Service is then held back. A transaction's
 // owners stay atomic either way.
-func (p *Proxy) applyOverlapped(ctx context.Context, owners []string) (int, error) {
+func (p *Proxy) applyOverlapped(ctx context.Context, owners []string, per int) (int, error) {
 	objects := 0
 	var inflight *nft.Tx
 	done := make(chan error, 1)
@@ -117,7 +134,7 @@ func (p *Proxy) applyOverlapped(ctx context.Context, owners []string) (int, erro
 		return nil
 	}
 	for len(owners) > 0 {
-		n := min(len(owners), maxOwnersPerTx)
+		n := min(len(owners), per)
 		tx := nft.PlanOwners(p.desired, p.view, owners[:n]...)
 		owners = owners[n:]
 		if err := wait(); err != nil {
