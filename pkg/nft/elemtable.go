@@ -24,6 +24,10 @@ type elementTable struct {
 	slots []elementEntry
 	live  int // slots holding an entry
 	dead  int // slots marked deleted
+	// moves counts the changes that may give a slot another ID or move the
+	// entries (a new ID, a deletion, a resize): a pointer from ref stays the
+	// entry of its ID while it does not change.
+	moves uint64
 	// idOf is the ID of an entry (Ruleset.idOf). Every entry put must give back the
 	// ID it was put under for as long as it is in the table.
 	idOf func(elementEntry) string
@@ -116,6 +120,7 @@ func (t *elementTable) put(id string, e elementEntry) {
 	}
 	t.tags[free], t.slots[free] = tag, e
 	t.live++
+	t.moves++
 }
 
 // del removes id's entry, if any.
@@ -126,6 +131,7 @@ func (t *elementTable) del(id string) {
 	}
 	t.slots[i] = elementEntry{}
 	t.live--
+	t.moves++
 	// A slot before an empty one ends no run: it can be empty too, and so can the
 	// deleted ones before it.
 	n := len(t.slots)
@@ -159,6 +165,7 @@ func (t *elementTable) rehash(need int) {
 
 func (t *elementTable) resize(capacity int) {
 	old, oldTags := t.slots, t.tags
+	t.moves++
 	t.slots, t.tags = make([]elementEntry, capacity), make([]uint8, capacity)
 	t.live, t.dead = 0, 0
 	for i, tag := range oldTags {
@@ -202,8 +209,8 @@ func (t *elementTable) getOrZero(id string) elementEntry {
 }
 
 // ref is id's entry, in place, or nil: a change through it needs no second
-// lookup (View.setHash, for every element a transaction adds). Valid until the
-// next put of a new ID or del.
+// lookup (View.setHash, for every element a transaction adds). Valid while moves
+// does not change.
 func (t *elementTable) ref(id string) *elementEntry {
 	if i := t.index(id); i >= 0 {
 		return &t.slots[i]

@@ -1,6 +1,9 @@
 package nft
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestSetFragmentKeepsNoElementMemory: a renderer reuses its fragment's memory
 // (Reset) for the next owner, so what the ruleset keeps of an owner's elements
@@ -37,6 +40,26 @@ func TestSetFragmentKeepsNoElementMemory(t *testing.T) {
 		}
 		if got := joinData(e.Data); got != "10.2.0.2" {
 			t.Errorf("%s: value %s after a left, want b's 10.2.0.2", set, got)
+		}
+	}
+}
+
+// TestCommitAfterTheTableMoved: Commit records the kernel's hash through each
+// add's entry pointer only while the element table has not moved entries since
+// the plan; after a resize it must look them up.
+func TestCommitAfterTheTableMoved(t *testing.T) {
+	r := newTestRuleset()
+	v := NewView()
+	r.Bind(v)
+	r.SetFragment("a", svcFragment("svc-a", "10.96.0.1", "10.244.0.1"))
+	tx := Plan(r, v)
+	for i := range 200 { // grows the table: every entry moves
+		r.SetFragment(fmt.Sprint("b", i), svcFragment(fmt.Sprint("svc-b", i), fmt.Sprintf("10.96.1.%d", i), fmt.Sprintf("10.244.1.%d", i)))
+	}
+	v.Commit(tx)
+	for _, e := range tx.Added() {
+		if _, ok := v.hash(e.ID()); !ok {
+			t.Errorf("%s %s: not recorded as in the kernel", e.Set, e)
 		}
 	}
 }

@@ -38,10 +38,20 @@ type Tx struct {
 	// sets are the ruleset's set definitions, for Added.
 	adds []rawElement
 	sets map[string]*Set
+	// from is the ruleset planned, and moves its element table's moves then:
+	// while they are the same, each add's entry pointer is still its entry, and
+	// Commit records the kernel's hash without looking the ID up again.
+	from  *Ruleset
+	moves uint64
 }
 
-// rawElement is an element as the ruleset holds it (elementvalue.go).
-type rawElement struct{ id, val string }
+// rawElement is an element as the ruleset holds it (elementvalue.go): its ID,
+// encoded value and the value's hash, and its entry in the ruleset planned.
+type rawElement struct {
+	id, val string
+	hash    uint64
+	entry   *elementEntry
+}
 
 // Added is every element the transaction adds, as Elements.
 func (t *Tx) Added() []Element {
@@ -241,12 +251,13 @@ func planElements(tx *Tx, desired *Ruleset, v *View, n int) {
 		case undeclared != nil:
 			tx.AddElements = append(tx.AddElements, *undeclared)
 		case wanted:
-			tx.adds = append(tx.adds, rawElement{id: m.id, val: val}) // the ruleset's own strings
+			tx.adds = append(tx.adds, rawElement{id: m.id, val: val, hash: wantHash, entry: m.entry}) // the ruleset's own strings
 		}
 		tx.changed[owners[m.owner]] = true
 	}
 	if len(tx.adds) > 0 {
 		tx.sets = maps.Clone(desired.Sets)
+		tx.from, tx.moves = desired, desired.elements.moves
 	}
 }
 

@@ -95,8 +95,13 @@ func (v *View) Commit(tx *Tx) {
 	for _, e := range tx.AddElements {
 		v.setHash(e.ID(), valueHash(e))
 	}
+	inPlace := v.bound != nil && v.bound == tx.from && v.bound.elements.moves == tx.moves
 	for _, r := range tx.adds {
-		v.setHash(r.id, rawValueHash(r.val)) // the ruleset's own ID: the view keeps no copy
+		if inPlace {
+			r.entry.setKernel(r.hash) // a lookup less for each element added
+			continue
+		}
+		v.setHash(r.id, r.hash) // the ruleset's own ID: the view keeps no copy
 	}
 	for _, s := range tx.DelSets {
 		delete(v.Sets, s)
