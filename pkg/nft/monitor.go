@@ -78,16 +78,16 @@ func portID(c *netlink.Conn) (uint32, error) {
 }
 
 // WatchForeign calls changed whenever a program other than n (another netlink
-// socket) commits a transaction that changes table `family table` in n's network
-// namespace (once per transaction, after it, with the parts it changed), and with
-// Parts.All when notifications were lost (the socket overran), since one of them may
-// have been such a change. It subscribes to nf_tables' notifications
+// socket) commits a transaction that changes one of the tables `family table` in n's
+// network namespace (once per transaction and table, after it, with the table's name
+// and the parts it changed), and for every table with Parts.All when notifications
+// were lost (the socket overran), since one of them may have been such a change. It subscribes to nf_tables' notifications
 // (NFNLGRP_NFTABLES), in which the kernel tags every changed table, chain, rule,
 // set, element and object with the port id of the socket whose transaction made it:
 // those of n's own transactions are skipped without decoding. It returns when ctx
 // ends (nil), or on a socket error. changed is called from WatchForeign's goroutine
 // and must not block for long: notifications queue meanwhile.
-func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string, changed func(Parts)) error {
+func (n *Netlink) WatchForeign(ctx context.Context, family Family, tables []string, changed func(table string, p Parts)) error {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.NetNSFd})
 	if err != nil {
 		return fmt.Errorf("dial netlink for nftables notifications: %w", err)
@@ -108,11 +108,17 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 	if err != nil {
 		return fmt.Errorf("nftables notification socket: %w", err)
 	}
-	// parts: what the transaction being read changed in the table. One call per
-	// transaction, at its end: deleting a table notifies every object in it, over
-	// several reads, and a call per read would spend the caller's rate limit on one
-	// change.
-	var parts Parts
+	// parts[i]: what the transaction being read changed in tables[i]. One call per
+	// transaction and table, at its end: deleting a table notifies every object in
+	// it, over several reads, and a call per read would spend the caller's rate
+	// limit on one change.
+	parts := make([]Parts, len(tables))
+	lost := func() {
+		for i, table := range tables {
+			parts[i] = Parts{}
+			changed(table, Parts{All: true})
+		}
+	}
 	// Datagrams are read into one buffer and their messages walked in place: our
 	// own writes notify every element (275k when a deleted table of 10k Services
 	// is written again), and the library's Receive, which copies each message
@@ -127,8 +133,7 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, nlkit.ErrLong) {
 			// Notifications were lost (an overrun, or a datagram too long for the
 			// buffer, dropped by the read).
-			parts = Parts{}
-			changed(Parts{All: true})
+			lost()
 			continue
 		}
 		if err != nil {
@@ -139,17 +144,23 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, table string,
 			m := netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(msgs.Msg.Type), Flags: netlink.HeaderFlags(msgs.Msg.Flags),
 				Sequence: msgs.Msg.Seq, PID: msgs.Msg.PID}, Data: msgs.Msg.Data}
 			if endOfTransaction(m) {
-				if !parts.Empty() {
-					changed(parts)
+				for i, table := range tables {
+					if !parts[i].Empty() {
+						changed(table, parts[i])
+					}
+					parts[i] = Parts{}
 				}
-				parts = Parts{}
 				continue
 			}
-			addForeignPart(&parts, m, family, table, n.ports.has)
+			for i, table := range tables {
+				addForeignPart(&parts[i], m, family, table, n.ports.has)
+			}
 		}
 		if msgs.Err != nil {
 			// A malformed datagram: what it said is unknown.
-			parts.All = true
+			for i := range parts {
+				parts[i].All = true
+			}
 		}
 	}
 }

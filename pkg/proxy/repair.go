@@ -14,7 +14,7 @@ import (
 // foreignWatcher is a Kernel that reports other programs' changes to a table
 // (nft.Netlink; the fake kernel has no other programs).
 type foreignWatcher interface {
-	WatchForeign(ctx context.Context, family nft.Family, table string, changed func(nft.Parts)) error
+	WatchForeign(ctx context.Context, family nft.Family, tables []string, changed func(table string, p nft.Parts)) error
 }
 
 // minRepairInterval bounds how often foreign changes ask for a repair, whatever
@@ -43,7 +43,7 @@ func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 		return
 	}
 	t := &throttle{clk: p.cfg.Clock, every: max(p.cfg.MinSyncPeriod, minRepairInterval), fn: p.wake}
-	changed := func(parts nft.Parts) {
+	changed := func(_ string, parts nft.Parts) {
 		p.cfg.Metrics.ForeignChanges.Inc()
 		klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName,
 			"all", parts.All, "tableItself", parts.Table, "chains", len(parts.Chains), "sets", len(parts.Sets))
@@ -51,7 +51,7 @@ func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 		t.call()
 	}
 	for {
-		err := w.WatchForeign(ctx, p.desired.Family, TableName, changed)
+		err := w.WatchForeign(ctx, p.desired.Family, []string{TableName}, changed)
 		if ctx.Err() != nil {
 			return
 		}
