@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,13 +17,14 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/proxy"
 )
 
-// TestCleanupBothFamilies: --cleanup deletes svcproxy's ip and ip6 tables, and
-// nothing else.
+// TestCleanupBothFamilies: --cleanup deletes svcproxy's ip and ip6 tables and
+// anchor tables, and nothing else.
 func TestCleanupBothFamilies(t *testing.T) {
 	bin := svcproxyBin(t)
 	node := netnstest.New(t, "cleanup6")
 	for _, fam := range []string{"ip", "ip6"} {
 		node.MustRun(t, "nft", "add", "table", fam, proxy.TableName)
+		node.MustRun(t, "nft", "add", "table", fam, proxy.AnchorTableName)
 		node.MustRun(t, "nft", "add", "table", fam, "bystander")
 	}
 	if out, err := node.Run(bin, "--cleanup", "--takeover=false"); err != nil {
@@ -60,7 +62,13 @@ func TestDualStackNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tables, err := c.ListTables(); err != nil || len(tables) != 2 {
-		t.Errorf("tables: %v, %v; want exactly ip and ip6 svcproxy", tables, err)
+	tables, err := c.ListTables()
+	var names []string
+	for _, tb := range tables {
+		names = append(names, fmt.Sprintf("%d %s", tb.Family, tb.Name))
+	}
+	sort.Strings(names)
+	if want := "10 svcproxy|10 svcproxy-anchor|2 svcproxy|2 svcproxy-anchor"; err != nil || strings.Join(names, "|") != want {
+		t.Errorf("tables (family name): %q, %v; want ip and ip6 svcproxy and svcproxy-anchor", names, err)
 	}
 }

@@ -248,18 +248,20 @@ func newFamilyProxies(ctx context.Context, o *Options, env serveEnv, families []
 	return fps
 }
 
-// cleanup deletes svcproxy's tables of both families and, unless
-// --takeover=false, what kube-proxy left.
+// cleanup deletes svcproxy's tables of both families (the main table, then the
+// anchor table) and, unless --takeover=false, what kube-proxy left.
 func cleanup(ctx context.Context, o *Options, env serveEnv) error {
 	for _, f := range []endpoints.Family{endpoints.IPv4, endpoints.IPv6} {
-		err := env.kernel(f).DeleteTable(ctx, proxy.TableFamily(f), proxy.TableName)
-		if f == endpoints.IPv6 && errors.Is(err, unix.EAFNOSUPPORT) {
-			continue // a kernel without ip6 nf_tables holds no such table
+		for _, table := range []string{proxy.TableName, proxy.AnchorTableName} {
+			err := env.kernel(f).DeleteTable(ctx, proxy.TableFamily(f), table)
+			if f == endpoints.IPv6 && errors.Is(err, unix.EAFNOSUPPORT) {
+				continue // a kernel without ip6 nf_tables holds no such table
+			}
+			if err != nil {
+				return fmt.Errorf("cleanup: %w", err)
+			}
+			klog.InfoS("Removed svcproxy's nftables table", "table", proxy.TableFamily(f).String()+" "+table)
 		}
-		if err != nil {
-			return fmt.Errorf("cleanup: %w", err)
-		}
-		klog.InfoS("Removed svcproxy's nftables table", "table", proxy.TableFamily(f).String()+" "+proxy.TableName)
 	}
 	// Like kube-proxy --cleanup, which removes every mode's rules; with
 	// --takeover=false only ours, for the way back once kube-proxy serves.

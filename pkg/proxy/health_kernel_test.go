@@ -24,6 +24,12 @@ import (
 // socket, and the kernel deletes its table.
 func holdTable(t *testing.T, ns *netnstest.NS) (release func()) {
 	t.Helper()
+	return holdTableOf(t, ns, nft.FamilyIPv4)
+}
+
+// holdTableOf is holdTable for our table of family (ip or ip6).
+func holdTableOf(t *testing.T, ns *netnstest.NS, family nft.Family) (release func()) {
+	t.Helper()
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: ns.Fd})
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +57,8 @@ func holdTable(t *testing.T, ns *netnstest.NS) (release func()) {
 	nftMsg := func(m int) int { return unix.NFNL_SUBSYS_NFTABLES<<8 | m }
 	msgs := []netlink.Message{
 		gen(unix.NFNL_MSG_BATCH_BEGIN, 0, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES, nil),
-		gen(nftMsg(unix.NFT_MSG_DELTABLE), netlink.Acknowledge, unix.NFPROTO_IPV4, 0, del),
-		gen(nftMsg(unix.NFT_MSG_NEWTABLE), netlink.Acknowledge|netlink.Create|netlink.Excl, unix.NFPROTO_IPV4, 0, owned),
+		gen(nftMsg(unix.NFT_MSG_DELTABLE), netlink.Acknowledge, byte(family), 0, del),
+		gen(nftMsg(unix.NFT_MSG_NEWTABLE), netlink.Acknowledge|netlink.Create|netlink.Excl, byte(family), 0, owned),
 		gen(unix.NFNL_MSG_BATCH_END, 0, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES, nil),
 	}
 	if _, err := conn.SendMessages(msgs); err != nil {
@@ -63,7 +69,7 @@ func holdTable(t *testing.T, ns *netnstest.NS) (release func()) {
 			t.Fatalf("swap our table for an owned one: %v", err)
 		}
 	}
-	if out := ns.MustRun(t, "nft", "list", "table", "ip", TableName); !strings.Contains(out, "flags owner") {
+	if out := ns.MustRun(t, "nft", "list", "table", family.String(), TableName); !strings.Contains(out, "flags owner") {
 		t.Fatalf("the table is not owned:\n%s", out)
 	}
 	return func() { conn.Close() }

@@ -51,7 +51,7 @@ type Metrics struct {
 	// AffinityEntriesDeleted counts ClientIP-affinity entries the sweeper deleted.
 	AffinityEntriesDeleted prometheus.Counter
 	// ForeignChanges counts the notifications of another program's change to our
-	// table (or of lost notifications) that asked for a repair.
+	// table or anchor table (or of lost notifications) that asked for a repair.
 	ForeignChanges prometheus.Counter
 
 	// byFamily makes the ip_family children of the labelled metrics (ForFamily).
@@ -186,7 +186,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AffinityEntriesDeleted: plainCounter("svcproxy_affinity_entries_deleted_total",
 			"ClientIP-affinity entries deleted because their endpoint no longer serves their Service port"),
 		ForeignChanges: plainCounter("svcproxy_foreign_table_changes_total",
-			"Batches of nftables notifications that showed another program changing svcproxy's table (or that notifications were lost); each asks for a repair, at most one per --min-sync-period (1 s at least)"),
+			"Batches of nftables notifications that showed another program changing svcproxy's table or its anchor table (or that notifications were lost); each asks for a repair, at most one per --min-sync-period (1 s at least)"),
 	}
 	m.byFamily = func(ipFamily string, m *Metrics) {
 		for i, o := range []*prometheus.Observer{&m.SyncDuration, &m.FullSyncDuration, &m.PartialSyncDuration, &m.ProgrammingLatency, &m.ConntrackSyncDuration} {

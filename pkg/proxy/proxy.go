@@ -96,6 +96,14 @@ type Proxy struct {
 	// releaseWatch: a watch for another program to let go of our table runs (released.go).
 	releaseWatch atomic.Bool
 
+	// anchor is the anchor table's desired state (anchor.go); anchorDue, under mu,
+	// asks the next sync to check it; anchorOK: the last check succeeded;
+	// anchorErr is the last error logged about it.
+	anchor    *nft.Ruleset
+	anchorDue bool
+	anchorOK  bool
+	anchorErr string
+
 	// verifiedGen is the ruleset generation at which the view was last known to equal
 	// the kernel (read, or only our own commits since). A periodic resync at that
 	// generation has nothing to compare: no program committed anything.
@@ -132,6 +140,7 @@ func New(cfg Config) *Proxy {
 	return &Proxy{
 		cfg:         cfg,
 		desired:     NewRuleset(cfg.Options),
+		anchor:      AnchorRuleset(TableFamily(cfg.Options.Family)),
 		trigger:     make(chan struct{}, 1),
 		lb:          sharedChains{},
 		serving:     newServingTable(),

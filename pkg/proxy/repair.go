@@ -11,7 +11,7 @@ import (
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
-// foreignWatcher is a Kernel that reports other programs' changes to a table
+// foreignWatcher is a Kernel that reports other programs' changes to tables
 // (nft.Netlink; the fake kernel has no other programs).
 type foreignWatcher interface {
 	WatchForeign(ctx context.Context, family nft.Family, tables []string, changed func(table string, p nft.Parts)) error
@@ -35,15 +35,26 @@ const watchRetry = time.Second
 // the watcher asks for at most one per interval: whatever another program rewrites
 // in a loop, CPU is bounded by one repair of what changed per interval, plus what
 // syncs that run anyway for Service changes (spaced by MinSyncPeriod) take along. Our own transactions'
-// notifications are ignored by the kernel connection. It returns when ctx ends, at
-// once with a kernel that cannot report changes.
+// notifications are ignored by the kernel connection. A change to the anchor table
+// (anchor.go) asks for a check of the whole anchor, a few objects, in the same way.
+// It returns when ctx ends, at once with a kernel that cannot report changes.
 func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 	w, ok := p.cfg.Kernel.(foreignWatcher)
 	if !ok {
 		return
 	}
 	t := &throttle{clk: p.cfg.Clock, every: max(p.cfg.MinSyncPeriod, minRepairInterval), fn: p.wake}
-	changed := func(_ string, parts nft.Parts) {
+	changed := func(table string, parts nft.Parts) {
+		if table == AnchorTableName {
+			// Lost notifications are counted once, with the main table's.
+			if !parts.All {
+				p.cfg.Metrics.ForeignChanges.Inc()
+				klog.V(2).InfoS("Another program changed our anchor table; repairing it", "table", p.anchor.Family.String()+" "+AnchorTableName)
+			}
+			p.noteAnchor()
+			t.call()
+			return
+		}
 		p.cfg.Metrics.ForeignChanges.Inc()
 		klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName,
 			"all", parts.All, "tableItself", parts.Table, "chains", len(parts.Chains), "sets", len(parts.Sets))
@@ -51,11 +62,12 @@ func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 		t.call()
 	}
 	for {
-		err := w.WatchForeign(ctx, p.desired.Family, []string{TableName}, changed)
+		err := w.WatchForeign(ctx, p.desired.Family, []string{TableName, AnchorTableName}, changed)
 		if ctx.Err() != nil {
 			return
 		}
-		// Changes made while nobody listened are only found by a resync.
+		// Changes made while nobody listened are only found by a resync (which
+		// checks the anchor too).
 		klog.ErrorS(err, "Following nftables notifications failed; subscribing again", "retryIn", watchRetry)
 		p.noteForeign(nft.Parts{All: true})
 		t.call()

@@ -79,6 +79,11 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	}
 	defer unlock()
 	gen0, genErr := p.cfg.Kernel.Generation(ctx)
+	// Before the main table's read, which may fail: the anchor matters most when
+	// the main table cannot be written. A resync checks it unless, as for the main
+	// table (refreshView), nothing but our own commits came since it was checked.
+	quiet := p.view != nil && p.verified && genErr == nil && p.cfg.Ledger.accounts(p.verifiedGen, gen0)
+	p.ensureAnchor(ctx, full && !quiet)
 	p.mu.Lock()
 	parts := p.foreign // what other programs changed, for refreshView to read back
 	p.foreign = nft.Parts{}
