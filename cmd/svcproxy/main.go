@@ -5,7 +5,7 @@
 //	svcproxy --manifests DIR             run on Service/EndpointSlice YAML, no cluster
 //	svcproxy render [-f DIR]             print the ruleset for manifests (default: the seed example)
 //	svcproxy trace [-f DIR] SRC DST:PORT[/PROTO] [local]   where a new connection goes
-//	svcproxy --cleanup                   remove svcproxy's table and kube-proxy's leftovers, and exit
+//	svcproxy --cleanup                   remove svcproxy's tables and kube-proxy's leftovers, and exit
 package main
 
 import (
