@@ -78,10 +78,11 @@ func portID(c *netlink.Conn) (uint32, error) {
 }
 
 // WatchForeign calls changed whenever a program other than n (another netlink
-// socket) commits a transaction that changes one of the tables `family table` in n's
-// network namespace (once per transaction and table, after it, with the table's name
-// and the parts it changed), and for every table with Parts.All when notifications
-// were lost (the socket overran), since one of them may have been such a change. It subscribes to nf_tables' notifications
+// socket) commits a transaction that changes one of the tables `family table` in
+// n's network namespace (once per transaction and table, after it, with the table's
+// name and the parts it changed), and for every table with Parts.All when
+// notifications were lost (the socket overran), since one of them may have been
+// such a change. It subscribes to nf_tables' notifications
 // (NFNLGRP_NFTABLES), in which the kernel tags every changed table, chain, rule,
 // set, element and object with the port id of the socket whose transaction made it:
 // those of n's own transactions are skipped without decoding. It returns when ctx

@@ -21,9 +21,9 @@ import (
 // another program swapping it for an empty one it owns (NFT_TABLE_F_OWNER), takes
 // both away: the established connections' conntrack entries stay, but packets no
 // longer meet them, so requests go out to the ClusterIP untranslated and replies
-// are not translated back. Every keep-alive connection to a Service stalls until the
-// table is back (docs/soak.md, the held-table fault; TestKernelEstablishedSurvivesHeldTable).
-// The anchor keeps both registered:
+// are not translated back. Every keep-alive connection to a Service stalls while
+// the table is missing (docs/soak.md, the held-table fault;
+// TestKernelEstablishedSurvivesHeldTable). The anchor keeps both registered:
 //
 //   - one empty nat base chain at each hook where the main table has one (policy
 //     accept, no rules: a nat chain is consulted only for a connection's first packet,
@@ -37,13 +37,13 @@ import (
 // what goes away; one per family, as the main tables, since both conntrack and NAT
 // are registered per family. It is written, compared and repaired with the main
 // table's machinery (a plan against what the kernel holds, applied only when it
-// differs), on the first sync, on every full resync, and at once when the kernel's
-// notifications show another program changing it; --cleanup deletes it with the
-// main table.
+// differs), on the first sync, on resyncs after another program committed
+// anything, and at once when the kernel's notifications show another program
+// changing it (see ensureAnchor); --cleanup deletes it after the main table.
 const AnchorTableName = "svcproxy-anchor"
 
-// The anchor's chains: the nat chains at the main table's nat hooks and priorities,
-// and the conntrack holder.
+// anchorChainConntrack holds the ct rule; the nat chains take the main table's
+// names, hooks and priorities. anchorOwner owns all of the anchor's ruleset.
 const (
 	anchorChainConntrack = "conntrack"
 	anchorOwner          = "anchor"
