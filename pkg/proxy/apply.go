@@ -76,7 +76,7 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 	}
 	defer boundHeap(txHeapRoom)()
 	per := ownersPerTx(len(owners))
-	if !p.view.TableExists && !p.overlapFailed && !p.lastSync.IsZero() {
+	if !p.view.TableExists && !p.overlapFailed {
 		return p.applyOverlapped(ctx, owners, per)
 	}
 	objects := 0
@@ -99,10 +99,12 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 // 25-75 ms and the kernel took 60-85 ms to commit them, eleven times over, one
 // after the other: 1.2-1.6 s of broken Services.
 //
-// Not for the first sync: a second transaction alive beside the one in flight
-// raised a 30k cold start's peak by 11-19 MiB (171-172 -> 183-191 in process,
-// past the 1.5x of RSS the project allows) for a cold sync at most 18% faster,
-// while a repair is an outage that every millisecond shortens.
+// And for a first sync that finds no table (a node's first start): the kernel's
+// commits are then 1.5-1.7 s of a 100k cold start, and planning beside them
+// took it from 6.3 to 5.3 s (30k: 1.7 to 1.4-1.5 s) in make bench's process.
+// The second transaction alive beside the one in flight costs 3-7 MiB of peak
+// at 30k (169-170 -> 172-177 MiB, 1.4x RSS; the 11-19 MiB it cost before the
+// plans stopped materializing elements kept it off), 27 MiB at 100k.
 //
 // The next plan must see what the transaction in flight creates (the sets, the
 // shared chains, elements owners share), so the view records each transaction

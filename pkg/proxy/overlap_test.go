@@ -72,42 +72,31 @@ func TestMissingTableWrittenOverlapped(t *testing.T) {
 	}
 }
 
-// The first sync writes one transaction after the other: a refusal there is
-// handled as before, without dropping the view or turning the overlap off.
-func TestFirstSyncNotOverlapped(t *testing.T) {
-	k := nft.NewFake()
-	p := overlapProxy(t, k)
-	bad := "bench/" + scaleService(256+1500, true).Name
-	refuseService(k, bad)
-	_ = p.Sync(t.Context())
-	if p.view == nil || p.overlapFailed {
-		t.Fatalf("a refusal in the first sync: view dropped %v, overlap off %v; want neither (not overlapped)", p.view == nil, p.overlapFailed)
-	}
-	if got := p.refused.list(); len(got) != 1 || got[0].Service != bad {
-		t.Fatalf("refused %v, want only %s", got, bad)
-	}
-}
-
 // When the kernel refuses one of the overlapped transactions, the view (which
 // recorded it as sent) is dropped and the sync fails; the next one reads the
 // table back and writes the rest one transaction after the other, retrying the
 // refused transaction's Services one by one: only the bad Service is left out.
+// The first sync, which finds no table either, is overlapped too.
 func TestOverlappedWriteRefused(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		bad  int // the scale Service whose elements the kernel refuses
+		name  string
+		bad   int  // the scale Service whose elements the kernel refuses
+		first bool // in the proxy's first sync, not a repair
 	}{
-		{"first transaction", 300},         // the one that creates the table
-		{"middle transaction", 256 + 1500}, // the view recorded the first as sent, and the third was planned
-		{"last transaction", 256 + 2400},   // nothing planned after it
+		{"first transaction", 300, false},         // the one that creates the table
+		{"middle transaction", 256 + 1500, false}, // the view recorded the first as sent, and the third was planned
+		{"last transaction", 256 + 2400, false},   // nothing planned after it
+		{"first sync", 256 + 1500, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := nft.NewFake()
 			p := overlapProxy(t, k)
-			if err := p.Sync(t.Context()); err != nil {
-				t.Fatal(err)
+			if !tc.first {
+				if err := p.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				deleteTable(t, k, p)
 			}
-			deleteTable(t, k, p)
 			bad := "bench/" + scaleService(tc.bad, true).Name
 			refusing := refuseService(k, bad)
 			if err := p.Sync(t.Context()); err == nil {
