@@ -166,20 +166,25 @@ func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, 
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 	case owner < r.owned[entry.owner].name:
-		prev := holder{owner: r.owned[entry.owner].name, Element: r.elementOf(id, entry)}
+		prev := holder{owner: r.owned[entry.owner].name, val: r.valueOf(entry), undeclared: r.undeclared[id]}
 		entry.owner = ref
 		entry.setRecord(arena, at.off)
 		r.elements.put(id, entry)
 		r.keepUndeclared(id, e)
 		r.contested[id] = insertHolder(r.contested[id], prev)
-		if !elementsEqual(prev.Element, e) {
+		if !sameValue(prev.val, at.val) {
 			if mark {
 				r.markElem(owner, id)
 			}
 			r.markElem(prev.owner, id)
 		}
 	default:
-		r.contested[id] = insertHolder(r.contested[id], holder{owner: owner, Element: e.clone()})
+		h := holder{owner: owner, val: at.val}
+		if _, declared := r.Sets[e.Set]; !declared {
+			kept := e.clone()
+			h.undeclared = &kept
+		}
+		r.contested[id] = insertHolder(r.contested[id], h)
 	}
 	return false
 }
@@ -231,8 +236,8 @@ func (r *Ruleset) handOver(owner, id string, entry elementEntry, more []holder) 
 	entry.owner = next
 	entry.setRecord(nextOwned.cur, off)
 	r.elements.put(nextID, entry)
-	if _, declared := r.Sets[more[0].Set]; !declared {
-		r.undeclared[id] = &more[0].Element
+	if more[0].undeclared != nil {
+		r.undeclared[id] = more[0].undeclared
 	}
 	r.setContested(id, more[1:])
 	r.touch(id) // the next owner may differ from those after it
@@ -269,14 +274,33 @@ func (r *Ruleset) entryConflicts(id string, entry elementEntry, owner string, mo
 	if len(more) == 0 {
 		return nil
 	}
-	kept, winner := r.elementOf(id, entry), r.owned[entry.owner].name
+	kept, winner := r.valueOf(entry), r.owned[entry.owner].name
 	var out []ElementConflict
 	for _, h := range more {
-		if (owner == winner || owner == h.owner) && !elementsEqual(h.Element, kept) {
-			out = append(out, ElementConflict{Winner: winner, Loser: h.owner, Kept: kept, Dropped: h.Element})
+		if (owner == winner || owner == h.owner) && !sameValue(h.val, kept) {
+			out = append(out, ElementConflict{Winner: winner, Loser: h.owner, Kept: r.elementOf(id, entry), Dropped: r.holderElement(id, h)})
 		}
 	}
 	return out
+}
+
+// holderElement rebuilds the element id of holder h.
+func (r *Ruleset) holderElement(id string, h holder) Element {
+	if h.undeclared != nil {
+		return *h.undeclared
+	}
+	return r.decodeElement(id, h.val)
+}
+
+// sameValue reports whether two encoded values are the same to the kernel: as
+// elementsEqual, the timeout aside.
+func sameValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, y := splitValue(a), splitValue(b)
+	x.timeout, y.timeout = 0, 0
+	return x == y
 }
 
 // touch records that the contest of id changed, if it still has one (see

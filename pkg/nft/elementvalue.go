@@ -151,11 +151,21 @@ func (r *Ruleset) elementOf(id string, entry elementEntry) Element {
 	if w, ok := r.undeclared[id]; ok {
 		return *w
 	}
+	return r.decodeElement(id, r.valueOf(entry))
+}
+
+// decodeElement rebuilds the element of a declared set whose ID is id and encoded
+// value val.
+func (r *Ruleset) decodeElement(id, val string) Element { return elementFrom(r.Sets, id, val) }
+
+// elementFrom rebuilds the element whose ID is id and encoded value val, of one
+// of sets.
+func elementFrom(sets map[string]*Set, id, val string) Element {
 	set, key := splitID(id)
-	s := r.Sets[set]
+	s := sets[set]
 	e := Element{Set: set}
 	e.Key, _ = splitBytes(s.Key, []byte(key))
-	decodeValue(s, r.valueOf(entry), &e)
+	decodeValue(s, val, &e)
 	return e
 }
 

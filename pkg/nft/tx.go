@@ -63,14 +63,7 @@ func (t *Tx) Added() []Element {
 }
 
 // rawToElement rebuilds the element r holds.
-func (t *Tx) rawToElement(r rawElement) Element {
-	set, key := splitID(r.id)
-	s := t.sets[set]
-	e := Element{Set: set}
-	e.Key, _ = splitBytes(s.Key, []byte(key))
-	decodeValue(s, r.val, &e)
-	return e
-}
+func (t *Tx) rawToElement(r rawElement) Element { return elementFrom(t.sets, r.id, r.val) }
 
 // Owners lists the ruleset owners whose changes the transaction carries.
 func (t *Tx) Owners() []string { return sortedKeys(t.changed) }
