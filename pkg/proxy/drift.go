@@ -32,7 +32,12 @@ func (p *Proxy) refreshView(ctx context.Context, full bool, parts nft.Parts, sta
 	if err != nil {
 		return false, fmt.Errorf("read table %s: %w", TableName, err)
 	}
-	p.adopt(v)
+	if p.adoptLater && v.TableExists {
+		p.view = v // adopted once the sync rendered (see openWindow)
+	} else {
+		p.adopt(v)
+		p.adoptLater = false
+	}
 	p.driftDue = time.Time{}
 	took := p.cfg.Clock.Since(readStart)
 	p.nextRead = readStart.Add(10 * took)

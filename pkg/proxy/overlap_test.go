@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -44,16 +45,15 @@ func deleteTable(t *testing.T, k *nft.Fake, p *Proxy) {
 // A table another program deleted is written again in transactions of
 // maxOwnersPerTx Services, each planned while the one before is committed: the
 // kernel ends up holding the desired table, and the next plan, against the view
-// recorded as they were sent, finds nothing to do. The first sync writes one
-// transaction after the other (applyOverlapped says why).
+// recorded as they were sent, finds nothing to do.
 func TestMissingTableWrittenOverlapped(t *testing.T) {
 	k := nft.NewFake()
 	p := overlapProxy(t, k)
 	if err := p.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := k.Applied(), 1+3; got != want {
-		t.Fatalf("%d transactions, want %d (the anchor table's, then ours)", got, want)
+	if got, want := k.Applied(), 1+3+1; got != want {
+		t.Fatalf("%d transactions, want %d (the anchor table's, then the Services' and the hairpin chains')", got, want)
 	}
 	holdsDesired(t, k, p)
 
@@ -122,5 +122,37 @@ func TestOverlappedWriteRefused(t *testing.T) {
 				t.Fatalf("still refused: %v", got)
 			}
 		})
+	}
+}
+
+// The first sync, finding no table, writes each lot of Services while it renders
+// the next (renderWriting): its transactions are planned before every Service is
+// rendered, so what depends on all of them (the hairpin chains, refreshOnDemand)
+// comes in a transaction of its own, after the Services'. Rendering everything
+// first would put the hairpin owner, which sorts first, in the first one.
+func TestFirstSyncRendersWhileWriting(t *testing.T) {
+	k := nft.NewFake()
+	var owners [][]string
+	k.Refuse = func(tx *nft.Tx) error {
+		if tx.Table == TableName {
+			owners = append(owners, tx.Owners())
+		}
+		return nil
+	}
+	p := overlapProxy(t, k)
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holdsDesired(t, k, p)
+	if len(owners) != 4 {
+		t.Fatalf("%d transactions, want 4: three lots of Services, then the hairpin chains", len(owners))
+	}
+	for i, o := range owners[:3] {
+		if slices.Contains(o, hairpinOwner) {
+			t.Errorf("transaction %d of the Services carries the hairpin chains: planned after every Service was rendered", i)
+		}
+	}
+	if last := owners[3]; !slices.Equal(last, []string{hairpinOwner}) {
+		t.Errorf("the last transaction carries %v, want only %s", last, hairpinOwner)
 	}
 }

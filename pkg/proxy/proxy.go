@@ -68,8 +68,11 @@ type Proxy struct {
 	// scratch is the fragment each Service is rendered into, its memory reused
 	// by the next (nft.Fragment.Reset); only the sync uses it.
 	scratch nft.Fragment
-	serving *servingTable
-	refused *refusals
+	// adoptLater: the table an early window reads whole is adopted after the
+	// rendering (openWindow).
+	adoptLater bool
+	serving    *servingTable
+	refused    *refusals
 	// affinity is what the kernel's sticky ports serve, for the affinity sweeper.
 	affinity *affinityTable
 	noLocal  noLocalPorts

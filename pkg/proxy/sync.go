@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/svcproxy/svcproxy/pkg/nft"
+	"github.com/svcproxy/svcproxy/pkg/endpoints"
 )
 
 // bigTransaction is the size above which a sync returns freed memory to the OS.
@@ -43,22 +43,29 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	if p.applyZone() {
 		changed = withAllServices(snap, changed)
 	}
-	if len(changed) > maxOwnersPerTx {
+	big := len(changed) > maxOwnersPerTx
+	if big {
 		defer paceGC(bigSyncGCPercent)()
 		p.desired.ReserveElements(elementsEstimate(snap, changed, p.cfg.place()))
 	}
-	for k := range changed {
-		svc := snap.Service(k)
-		ports := svc.Ports()
-		owner := ServiceOwner(k)
-		p.scratch.Reset()
-		renderServiceInto(&p.scratch, ports, svc, p.cfg.Options)
-		f := p.lb.intern(p.scratch)
-		p.desired.SetFragment(owner, f)
-		p.serving.render(owner, servingOf(ports, svc))
-		p.affinity.render(owner, stickyOf(f))
-		p.noLocal.update(k, ports, svc, p.cfg.place())
-		p.health.update(k, ports, svc, p.cfg.NodeName)
+	p.commits = 0
+	// A big sync that must read the whole table anyway (the first, or one after
+	// the view was dropped) reads it before rendering: when there is no table,
+	// it renders while the kernel commits (renderWriting).
+	var w *kernelWindow
+	var windowErr error
+	if big && p.view == nil {
+		if w, windowErr = p.openWindow(ctx, full, start, true); w != nil {
+			defer w.unlock()
+		}
+	}
+	objects, syncErr := 0, error(nil)
+	if w != nil && !p.view.TableExists && !p.overlapFailed {
+		objects, syncErr = p.renderWriting(ctx, snap, changed)
+	} else {
+		for k := range changed {
+			p.renderService(snap, k)
+		}
 	}
 	p.programming.add(c.TriggerTimes)
 	if len(changed) > 0 {
@@ -67,37 +74,25 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	logConflicts(p.desired)
 	rendered := p.cfg.Clock.Now()
 
-	p.commits = 0
-	p.cfg.Ledger.lock()
-	locked0 := p.cfg.Clock.Now()
-	locked := true
-	unlock := func() {
-		if locked {
-			p.cfg.Ledger.unlock()
-			locked = false
+	if w == nil {
+		if windowErr == nil {
+			w, windowErr = p.openWindow(ctx, full, start, false)
 		}
+		if windowErr != nil {
+			return windowErr // the changes are rendered: the next sync writes them
+		}
+		defer w.unlock()
 	}
-	defer unlock()
-	gen0, genErr := p.cfg.Kernel.Generation(ctx)
-	// Before the main table's read, which may fail: the anchor matters most when
-	// the main table cannot be written. A resync checks it unless, as for the main
-	// table (refreshView), nothing but our own commits came since it was checked.
-	quiet := p.view != nil && p.verified && genErr == nil && p.cfg.Ledger.accounts(p.verifiedGen, gen0)
-	p.ensureAnchor(ctx, full && !quiet)
-	p.mu.Lock()
-	parts := p.foreign // what other programs changed, for refreshView to read back
-	p.foreign = nft.Parts{}
-	p.mu.Unlock()
-	read, err := p.refreshView(ctx, full, parts, start, gen0, genErr)
-	if err != nil {
-		p.noteForeign(parts) // still to read back
-		p.fail()
-		return err
+	p.adoptRead()
+	if syncErr == nil {
+		// What is left: all of it, or after renderWriting the chains that
+		// depend on every Service (refreshOnDemand).
+		var n int
+		n, syncErr = p.applyChanges(ctx)
+		objects += n
 	}
-	readDone := p.cfg.Clock.Now()
-	objects, syncErr := p.applyChanges(ctx)
 	committed := p.cfg.Clock.Now()
-	phases := syncPhases{render: rendered.Sub(start), ledger: locked0.Sub(rendered), read: readDone.Sub(locked0), apply: committed.Sub(readDone)}
+	phases := w.phases(start, rendered, committed)
 	p.programming.observe(p.settle(), committed, p.cfg.Metrics)
 	if syncErr != nil && objects == 0 {
 		return syncErr
@@ -111,13 +106,29 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		p.mu.Unlock()
 	}
 	p.sweepAffinity(ctx) // before noteGeneration: its commit is ours
-	p.noteGeneration(ctx, gen0, genErr, read)
-	unlock()
+	p.noteGeneration(ctx, w.gen0, w.genErr, w.read)
+	w.unlock()
 	p.reconcileConntrack(full)
 	p.reconcileUnanswered(snap, full || objects > 0)
 	p.releaseMemory(objects)
 	p.recordSync(start, phases, full, len(changed), objects, syncErr == nil)
 	return syncErr
+}
+
+// renderService renders Service k of snap into the desired ruleset, and the
+// tables kept beside it.
+func (p *Proxy) renderService(snap endpoints.Snapshot, k endpoints.ServiceKey) {
+	svc := snap.Service(k)
+	ports := svc.Ports()
+	owner := ServiceOwner(k)
+	p.scratch.Reset()
+	renderServiceInto(&p.scratch, ports, svc, p.cfg.Options)
+	f := p.lb.intern(p.scratch)
+	p.desired.SetFragment(owner, f)
+	p.serving.render(owner, servingOf(ports, svc))
+	p.affinity.render(owner, stickyOf(f))
+	p.noLocal.update(k, ports, svc, p.cfg.place())
+	p.health.update(k, ports, svc, p.cfg.NodeName)
 }
 
 // settle records what the kernel now holds: every owner whose changes are no longer
