@@ -102,12 +102,11 @@ func (p *Proxy) applyDirty(ctx context.Context) (int, error) {
 // 25-75 ms and the kernel took 60-85 ms to commit them, eleven times over, one
 // after the other: 1.2-1.6 s of broken Services.
 //
-// And for a first sync that finds no table (a node's first start): the kernel's
-// commits are then 1.5-1.7 s of a 100k cold start, and planning beside them
-// took it from 6.3 to 5.3 s (30k: 1.7 to 1.4-1.5 s) in make bench's process.
-// The second transaction alive beside the one in flight costs 3-7 MiB of peak
-// at 30k (169-170 -> 172-177 MiB, 1.4x RSS; the 11-19 MiB it cost before the
-// plans stopped materializing elements kept it off), 27 MiB at 100k.
+// A big first sync that finds no table (a node's first start) goes further:
+// renderWriting. Overlapping its transactions alone took a 100k cold start
+// from 6.3 to 5.3 s (30k: 1.7 to 1.4-1.5 s) in make bench's process; the
+// second transaction alive beside the one in flight, which had kept it off,
+// costs 3-7 MiB of peak at 30k since the plans stopped materializing elements.
 //
 // The next plan must see what the transaction in flight creates (the sets, the
 // shared chains, elements owners share), so the view records each transaction
