@@ -107,22 +107,17 @@ func appendRawElementMessages(msgs []netlink.Message, family Family, table strin
 
 // rawElementMessage is elementMessage for elements the ruleset holds.
 func rawElementMessage(family Family, table, set string, elems []rawElement, idx []int32) []byte {
-	size := 4 + nlkit.AttrLen(len(set)+1) + nlkit.AttrLen(4) + nlkit.AttrLen(len(table)+1) + 4
+	size := 0
 	for _, i := range idx {
 		size += rawElementLen(elems[i])
 	}
-	b := make([]byte, 0, size)
-	b = append(b, nlkit.NfGenMsg(uint8(family))...)
-	b = nlkit.AppendStringAttr(b, attrElemListSet, set)
-	b = nlkit.AppendAttr(b, attrElemListSetID, []byte{0, 0, 0, 0})
-	b = nlkit.AppendStringAttr(b, attrElemListTable, table)
-	b, list := nlkit.BeginNested(b, attrElemListElements)
-	for k, i := range idx {
-		_, key := splitID(elems[i].id)
-		b = appendRawElement(b, uint16(k+1)|unix.NLA_F_NESTED, key, splitValue(elems[i].val))
-	}
-	nlkit.EndNested(b, list)
-	return b
+	return elementListMessage(family, table, set, size, func(b []byte) []byte {
+		for k, i := range idx {
+			_, key := splitID(elems[i].id)
+			b = appendRawElement(b, uint16(k+1)|unix.NLA_F_NESTED, key, splitValue(elems[i].val))
+		}
+		return b
+	})
 }
 
 // rawElementLen is at least the bytes appendRawElement writes for e.
@@ -145,22 +140,32 @@ func rawElementLen(e rawElement) int {
 	return n
 }
 
-// elementMessage is the body of one element message: the nfgenmsg header, then
-// the set's name, its (zero) ID, the table and the list of elems[idx].
+// elementMessage is the body of one element message for elems[idx].
 func elementMessage(family Family, table, set string, elems []Element, idx []int32) []byte {
-	size := 4 + nlkit.AttrLen(len(set)+1) + nlkit.AttrLen(4) + nlkit.AttrLen(len(table)+1) + 4
+	size := 0
 	for _, i := range idx {
 		size += elementLen(&elems[i])
 	}
+	return elementListMessage(family, table, set, size, func(b []byte) []byte {
+		for k, i := range idx {
+			b = appendElement(b, uint16(k+1)|unix.NLA_F_NESTED, &elems[i])
+		}
+		return b
+	})
+}
+
+// elementListMessage is the body of one element message: the nfgenmsg header,
+// then the set's name, its (zero) ID, the table and the list that appendItems
+// appends, of at most itemsLen bytes (the buffer is allocated once).
+func elementListMessage(family Family, table, set string, itemsLen int, appendItems func([]byte) []byte) []byte {
+	size := 4 + nlkit.AttrLen(len(set)+1) + nlkit.AttrLen(4) + nlkit.AttrLen(len(table)+1) + 4 + itemsLen
 	b := make([]byte, 0, size)
 	b = append(b, nlkit.NfGenMsg(uint8(family))...)
 	b = nlkit.AppendStringAttr(b, attrElemListSet, set)
 	b = nlkit.AppendAttr(b, attrElemListSetID, []byte{0, 0, 0, 0})
 	b = nlkit.AppendStringAttr(b, attrElemListTable, table)
 	b, list := nlkit.BeginNested(b, attrElemListElements)
-	for k, i := range idx {
-		b = appendElement(b, uint16(k+1)|unix.NLA_F_NESTED, &elems[i])
-	}
+	b = appendItems(b)
 	nlkit.EndNested(b, list)
 	return b
 }

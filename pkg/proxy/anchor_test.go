@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
@@ -112,11 +110,7 @@ func TestAnchorTx(t *testing.T) {
 // syncs read it only when a check is due (a resync after another program's commit,
 // or its notification), repair it then, and a refused anchor fails no sync.
 func TestSyncKeepsTheAnchor(t *testing.T) {
-	k := &readCounter{Fake: nft.NewFake()}
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := New(Config{Tracker: tr, Kernel: k, Clock: clk})
-	addWeb(tr, "web", "10.96.0.10", "pod1")
+	k, tr, clk, p := readCountingProxy()
 	want := AnchorRuleset(nft.FamilyIPv4).Text()
 	anchor := func() string { return k.Ruleset(nft.FamilyIPv4, AnchorTableName).Text() }
 	step := func(name string, before func(), wantReads int) {

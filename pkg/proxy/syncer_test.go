@@ -177,11 +177,7 @@ func TestRunRetriesAndRepairsDrift(t *testing.T) {
 }
 
 func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
-	k := &readCounter{Fake: nft.NewFake()}
-	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p := New(Config{Tracker: tr, Kernel: k, Clock: clk})
-	addWeb(tr, "web", "10.96.0.10", "pod1")
+	k, tr, clk, p := readCountingProxy()
 	steps := []struct {
 		name      string
 		before    func()
@@ -215,6 +211,16 @@ func TestResyncReadsTheKernelOnlyWhenSomethingCommitted(t *testing.T) {
 	if got := route(t, k.Fake, "10.96.0.10"); got != "dnat 10.244.1.3:80" {
 		t.Fatalf("tampered chain not repaired: %s", got)
 	}
+}
+
+// readCountingProxy is a proxy on a readCounter and a fake clock, serving web.
+func readCountingProxy() (*readCounter, *endpoints.Tracker, *clocktesting.FakeClock, *Proxy) {
+	k := &readCounter{Fake: nft.NewFake()}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := New(Config{Tracker: tr, Kernel: k, Clock: clk})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	return k, tr, clk, p
 }
 
 // readCounter counts the reads of our table; the anchor table's (a few objects,
