@@ -141,8 +141,8 @@ func (s *setRun) flush(r *Ruleset) {
 // arena, number arena of its owned.arenas) of the owner ref and marks the element
 // changed if the value in effect changed (the owner's own mark only if mark: see
 // setElements). It reports whether the ruleset did not hold the ID, for the
-// caller to count it (countElement). An entry whose value is the owner's points at the new arena, so no
-// entry keeps the owner's previous arena alive.
+// caller to count it (countElement). An entry whose value is the owner's points
+// at the new arena, so no entry keeps the owner's previous arena alive.
 func (r *Ruleset) putHolder(ref ownerRef, arena uint8, at arenaSpan, e Element, mark bool) (added bool) {
 	owner, id := r.owned[ref].name, at.id
 	entry, ok := r.elements.get(id)

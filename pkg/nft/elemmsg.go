@@ -40,66 +40,46 @@ const (
 // in table of family: per set, in the order the sets first appear, messages of
 // at most elementsPerMessage elements.
 func appendElementMessages(msgs []netlink.Message, family Family, table string, elems []Element, add bool) []netlink.Message {
-	if len(elems) == 0 {
-		return msgs
-	}
 	typ := nlkit.NftType(unix.NFT_MSG_NEWSETELEM)
 	if !add {
 		typ = nlkit.NftType(unix.NFT_MSG_DELSETELEM)
 	}
-	// Group by set without reordering a set's elements: the sets in order of first
-	// appearance, and for each the indexes of its elements.
-	var order []string
-	bySet := map[string][]int32{}
-	for i, e := range elems {
-		l, ok := bySet[e.Set]
-		if !ok {
-			order = append(order, e.Set)
-		}
-		bySet[e.Set] = append(l, int32(i))
-	}
-	for _, set := range order {
-		idx := bySet[set]
-		for len(idx) > 0 {
-			n := min(len(idx), elementsPerMessage)
-			msgs = append(msgs, netlink.Message{
-				Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | netlink.Create},
-				Data:   elementMessage(family, table, set, elems, idx[:n]),
-			})
-			idx = idx[n:]
-		}
-	}
-	return msgs
+	return appendMessagesBySet(msgs, typ, len(elems), func(i int) string { return elems[i].Set }, func(set string, idx []int32) []byte {
+		return elementMessage(family, table, set, elems, idx)
+	})
 }
 
 // appendRawElementMessages is appendElementMessages for the elements a plan adds
 // as the ruleset holds them (Tx.adds): their key bytes are their ID's, after the
 // set's code, and their value is decoded from its encoding in place.
 func appendRawElementMessages(msgs []netlink.Message, family Family, table string, elems []rawElement) []netlink.Message {
-	if len(elems) == 0 {
-		return msgs
-	}
-	var order []string // set codes, in order of first appearance
+	return appendMessagesBySet(msgs, nlkit.NftType(unix.NFT_MSG_NEWSETELEM), len(elems), func(i int) string { return setOfID(elems[i].id) },
+		func(set string, idx []int32) []byte { return rawElementMessage(family, table, set, elems, idx) })
+}
+
+// appendMessagesBySet appends the messages of type typ for n elements: grouped by
+// their set (setOf) without reordering a set's elements, the sets in order of
+// first appearance, each message the body of at most elementsPerMessage of them.
+func appendMessagesBySet(msgs []netlink.Message, typ netlink.HeaderType, n int, setOf func(i int) string, body func(set string, idx []int32) []byte) []netlink.Message {
+	var order []string
 	bySet := map[string][]int32{}
-	for i, e := range elems {
-		_, n := uvarintOf(e.id)
-		code := e.id[:n]
-		l, ok := bySet[code]
+	for i := range n {
+		set := setOf(i)
+		l, ok := bySet[set]
 		if !ok {
-			order = append(order, code)
+			order = append(order, set)
 		}
-		bySet[code] = append(l, int32(i))
+		bySet[set] = append(l, int32(i))
 	}
-	for _, code := range order {
-		set, _ := splitID(code)
-		idx := bySet[code]
+	for _, set := range order {
+		idx := bySet[set]
 		for len(idx) > 0 {
-			n := min(len(idx), elementsPerMessage)
+			k := min(len(idx), elementsPerMessage)
 			msgs = append(msgs, netlink.Message{
-				Header: netlink.Header{Type: nlkit.NftType(unix.NFT_MSG_NEWSETELEM), Flags: netlink.Request | netlink.Acknowledge | netlink.Create},
-				Data:   rawElementMessage(family, table, set, elems, idx[:n]),
+				Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Acknowledge | netlink.Create},
+				Data:   body(set, idx[:k]),
 			})
-			idx = idx[n:]
+			idx = idx[k:]
 		}
 	}
 	return msgs
@@ -109,7 +89,9 @@ func appendRawElementMessages(msgs []netlink.Message, family Family, table strin
 func rawElementMessage(family Family, table, set string, elems []rawElement, idx []int32) []byte {
 	size := 0
 	for _, i := range idx {
-		size += rawElementLen(elems[i])
+		_, key := splitID(elems[i].id)
+		v := splitValue(elems[i].val)
+		size += itemLen(len(key), len(v.data), v.verdict, len(v.chain), v.timeout != 0, v.comment != "")
 	}
 	return elementListMessage(family, table, set, size, func(b []byte) []byte {
 		for k, i := range idx {
@@ -118,26 +100,6 @@ func rawElementMessage(family Family, table, set string, elems []rawElement, idx
 		}
 		return b
 	})
-}
-
-// rawElementLen is at least the bytes appendRawElement writes for e.
-func rawElementLen(e rawElement) int {
-	_, key := splitID(e.id)
-	v := splitValue(e.val)
-	n := 4 + 4 + nlkit.AttrLen(len(key))
-	if v.timeout != 0 {
-		n += nlkit.AttrLen(8)
-	}
-	switch {
-	case v.verdict:
-		n += 4 + 4 + nlkit.AttrLen(4) + nlkit.AttrLen(len(v.chain)+1)
-	case v.data != "":
-		n += 4 + nlkit.AttrLen(len(v.data))
-	}
-	if v.comment != "" {
-		n += nlkit.AttrLen(2 + MaxCommentLen + 1)
-	}
-	return n
 }
 
 // elementMessage is the body of one element message for elems[idx].
@@ -252,17 +214,28 @@ func appendComment(b []byte, comment string) []byte {
 // elementLen is at least the bytes appendElement writes for e (the message's
 // buffer is allocated once).
 func elementLen(e *Element) int {
-	n := 4 + 4 + nlkit.AttrLen(concatLen(e.Key))
-	if e.Timeout != 0 {
+	chain := 0
+	if e.Verdict != nil {
+		chain = len(e.Verdict.Chain)
+	}
+	return itemLen(concatLen(e.Key), concatLen(e.Data), e.Verdict != nil, chain, e.Timeout != 0, e.Comment != "")
+}
+
+// itemLen is at least the bytes of an element's list item: its key and data of
+// these lengths, or a verdict naming a chain of this length, a timeout and a
+// comment if it has them.
+func itemLen(key, data int, verdict bool, chain int, timeout, comment bool) int {
+	n := 4 + 4 + nlkit.AttrLen(key)
+	if timeout {
 		n += nlkit.AttrLen(8)
 	}
 	switch {
-	case e.Verdict != nil:
-		n += 4 + 4 + nlkit.AttrLen(4) + nlkit.AttrLen(len(e.Verdict.Chain)+1)
-	case len(e.Data) > 0:
-		n += 4 + nlkit.AttrLen(concatLen(e.Data))
+	case verdict:
+		n += 4 + 4 + nlkit.AttrLen(4) + nlkit.AttrLen(chain+1)
+	case data > 0:
+		n += 4 + nlkit.AttrLen(data)
 	}
-	if e.Comment != "" {
+	if comment {
 		n += nlkit.AttrLen(2 + MaxCommentLen + 1)
 	}
 	return n

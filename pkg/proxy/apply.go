@@ -151,7 +151,7 @@ func (p *Proxy) renderWriting(ctx context.Context, snap endpoints.Snapshot, chan
 	for len(todo) > 0 {
 		n := min(len(todo), per)
 		for _, s := range todo[:n] {
-			p.renderService(snap, s.key)
+			p.renderService(snap, s.key, s.owner)
 		}
 		todo = todo[n:]
 		if err == nil {

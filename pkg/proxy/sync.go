@@ -64,7 +64,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		objects, syncErr = p.renderWriting(ctx, snap, changed)
 	} else {
 		for k := range changed {
-			p.renderService(snap, k)
+			p.renderService(snap, k, ServiceOwner(k))
 		}
 	}
 	p.programming.add(c.TriggerTimes)
@@ -115,12 +115,11 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	return syncErr
 }
 
-// renderService renders Service k of snap into the desired ruleset, and the
-// tables kept beside it.
-func (p *Proxy) renderService(snap endpoints.Snapshot, k endpoints.ServiceKey) {
+// renderService renders Service k of snap, whose owner is owner (ServiceOwner),
+// into the desired ruleset, and the tables kept beside it.
+func (p *Proxy) renderService(snap endpoints.Snapshot, k endpoints.ServiceKey, owner string) {
 	svc := snap.Service(k)
 	ports := svc.Ports()
-	owner := ServiceOwner(k)
 	p.scratch.Reset()
 	renderServiceInto(&p.scratch, ports, svc, p.cfg.Options)
 	f := p.lb.intern(p.scratch)
