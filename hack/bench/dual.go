@@ -92,7 +92,7 @@ var dualFamilies = [2]struct {
 	{endpoints.IPv6, nft.FamilyIPv6, netip.MustParsePrefix("fd00::/8")},
 }
 
-func runDual(o objects, n, samples int) (*dualResult, error) {
+func runDual(o objects, n, samples int, monitor bool) (*dualResult, error) {
 	w, err := benchworld.NewDual(fmt.Sprintf("spbench%d-", os.Getpid()))
 	if err != nil {
 		return nil, err
@@ -105,13 +105,18 @@ func runDual(o objects, n, samples int) (*dualResult, error) {
 	defer f.Close()
 	b := &dualBench{o: o, n: n, samples: samples, world: w}
 	m := proxy.NewMetrics(nil) // one registry for both, as in cmd/svcproxy
-	ledger := &proxy.CommitLedger{}
+	ledger, gate := &proxy.CommitLedger{}, &nft.NotifyGate{}
+	watch, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
 	for k, fam := range dualFamilies {
 		b.tr[k] = endpoints.NewTracker(endpoints.TrackerOptions{Family: fam.family})
-		b.kernel[k] = &nft.Netlink{NetNSFd: int(f.Fd())}
+		b.kernel[k] = &nft.Netlink{NetNSFd: int(f.Fd()), Notifications: gate}
 		b.p[k] = proxy.New(proxy.Config{Tracker: b.tr[k], Kernel: b.kernel[k], Metrics: m, Ledger: ledger,
 			Options:       proxy.Options{Family: fam.family, ClusterCIDR: fam.clusterCIDR, NodeName: benchNode},
 			MinSyncPeriod: time.Second, SyncPeriod: time.Hour})
+		if monitor {
+			go b.p[k].WatchForeignChanges(watch)
+		}
 	}
 	for i := 0; i < n; i++ {
 		b.addService(i)

@@ -77,6 +77,7 @@ func main() {
 	fixedSpacing := flag.Bool("fixed-min-sync-period", false, "churn with kube-proxy's policy, syncs at least --min-sync-period (1 s) apart, instead of svcproxy's default: spaced by their cost, at most 1 s apart")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the incremental changes to this file")
 	churnProfile := flag.String("churn-cpuprofile", "", "write a CPU profile of the churn to this file")
+	withMonitor := flag.Bool("monitor", true, "follow the kernel's nftables notifications during the run, as svcproxy does (false: the figures before 2026-12-05, which had none)")
 	withConntrack := flag.Bool("conntrack", true, "give the proxy a conntrack cleaner in the node namespace, as svcproxy runs (false: the figures before 2026-12-04, which had none)")
 	flag.IntVar(&o.nodes, "nodes", 100, "nodes the endpoints are spread over (the proxy is one of them; 0: endpoints name no node)")
 	flag.BoolVar(&o.sticky, "sticky", false, "give every Service ClientIP affinity")
@@ -96,7 +97,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *family == "dual" {
-		r, err := runDual(o, *n, *samples)
+		r, err := runDual(o, *n, *samples, *withMonitor)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
@@ -108,7 +109,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -family %q: want ipv4 or dual\n", *family)
 		os.Exit(2)
 	}
-	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, churnProfile: *churnProfile, conntrack: *withConntrack, spaceByCost: !*fixedSpacing}
+	b := &bench{o: o, n: *n, samples: *samples, profile: *cpuprofile, churnProfile: *churnProfile, conntrack: *withConntrack, monitor: *withMonitor, spaceByCost: !*fixedSpacing}
 	r, err := b.run(*churn, *churnShare, *rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -128,6 +129,9 @@ type bench struct {
 	// syncs, as the agent's does: the walk of the node's table is part of a sync's
 	// cost, and so of the spacing by cost under churn.
 	conntrack bool
+	// monitor: the proxy follows nftables notifications (Proxy.WatchForeignChanges),
+	// as svcproxy does; the kernel then builds one for every element written.
+	monitor bool
 	// spaceByCost is the churn's sync policy (proxy.Config.SpaceByCost).
 	spaceByCost bool
 	tr          *endpoints.Tracker
@@ -179,6 +183,11 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		cfg.Conntrack = ct
 	}
 	b.p = proxy.New(cfg)
+	if b.monitor {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go b.p.WatchForeignChanges(ctx)
+	}
 	heapMiB()
 
 	load := loadAvg()

@@ -67,8 +67,10 @@ type serveEnv struct {
 // nodeEnv is the real node: netlink in svcproxy's own network namespace, its
 // sysctls at sysctlDir (--sysctl-dir).
 func nodeEnv(sysctlDir string) serveEnv {
+	// One namespace: the families' notification watchers pause together.
+	gate := &nft.NotifyGate{}
 	return serveEnv{
-		kernel:    func(endpoints.Family) nft.Kernel { return &nft.Netlink{} },
+		kernel:    func(endpoints.Family) nft.Kernel { return &nft.Netlink{Notifications: gate} },
 		conntrack: func() (*conntrack.Cleaner, error) { return conntrack.New(0) },
 		usable:    node.FamilyUsable,
 		// In the namespace svcproxy runs in (best effort where /proc/sys is

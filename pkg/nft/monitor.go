@@ -12,11 +12,11 @@ import (
 	"github.com/svcproxy/svcproxy/internal/nlkit"
 )
 
-// monitorBuffer is the notification socket's receive buffer. Our own cold load of a
-// big table sends far more notifications than any size holds (one per element); the
-// overrun that follows is reported as a possible foreign change (see WatchForeign),
-// which costs one resync that finds nothing to read. Foreign changes, a few objects
-// at a time, fit.
+// monitorBuffer is the notification socket's receive buffer. A big write of ours
+// pauses the notifications (NotifyGate); the rest of ours (a few thousand elements
+// at most), and foreign changes, a few objects at a time, fit. An overrun is
+// reported as a possible foreign change (see WatchForeign), which costs one resync
+// that reads nothing unless another program committed.
 const monitorBuffer = 4 << 20
 
 // ownPortsKept is how many of our transaction sockets' port ids are remembered: the
@@ -102,13 +102,20 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, tables []stri
 	if err := nlkit.RaiseBuffers(conn, monitorBuffer); err != nil {
 		return fmt.Errorf("nftables notification socket buffer: %w", err)
 	}
-	if err := conn.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
-		return fmt.Errorf("subscribe to nftables notifications: %w", err)
-	}
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("nftables notification socket: %w", err)
 	}
+	gate := n.gate()
+	w := &gateWatcher{conn: conn, missed: func() {
+		for _, table := range tables {
+			changed(table, Parts{All: true, Unwatched: true})
+		}
+	}}
+	if err := gate.join(w); err != nil {
+		return fmt.Errorf("subscribe to nftables notifications: %w", err)
+	}
+	defer gate.leave(w)
 	// parts[i]: what the transaction being read changed in tables[i]. One call per
 	// transaction and table, at its end: deleting a table notifies every object in
 	// it, over several reads, and a call per read would spend the caller's rate
@@ -138,6 +145,9 @@ func (n *Netlink) WatchForeign(ctx context.Context, family Family, tables []stri
 			continue
 		}
 		if err != nil {
+			if jerr := gate.err(w); jerr != nil {
+				return fmt.Errorf("subscribe to nftables notifications again: %w", jerr)
+			}
 			return fmt.Errorf("receive nftables notifications: %w", err)
 		}
 		msgs := nlkit.Msgs{B: buf[:nb]}

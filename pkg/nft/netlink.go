@@ -38,6 +38,11 @@ type Netlink struct {
 	// NetNSFd, when non-zero, is a network namespace file descriptor to program instead
 	// of the current one (tests).
 	NetNSFd int
+	// Notifications is the gate of the namespace's notification watchers
+	// (WatchForeign), shared with the other family's Netlink of the same
+	// namespace; nil: n's own.
+	Notifications *NotifyGate
+	gateMu        sync.Mutex // guards Notifications' lazy default (not mu: held through transactions)
 
 	// batch is the socket transactions are sent on, kept open between them: closing
 	// a NETLINK_NETFILTER socket makes nf_tables finish freeing what earlier commits
@@ -55,6 +60,20 @@ type Netlink struct {
 	// notifications of what they changed (see WatchForeign).
 	ports ownPorts
 }
+
+// gate is n.Notifications, or n's own gate when none was given.
+func (n *Netlink) gate() *NotifyGate {
+	n.gateMu.Lock()
+	defer n.gateMu.Unlock()
+	if n.Notifications == nil {
+		n.Notifications = &NotifyGate{}
+	}
+	return n.Notifications
+}
+
+// PauseNotifications stops the kernel from notifying the namespace's watchers of
+// what anyone commits, until resume is called: see NotifyGate.
+func (n *Netlink) PauseNotifications() (resume func()) { return n.gate().Pause() }
 
 // Close closes the transaction socket, if open; the next Apply opens another.
 func (n *Netlink) Close() error {

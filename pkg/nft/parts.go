@@ -14,6 +14,9 @@ type Parts struct {
 	// object other than a table, chain, rule, set or element changed): only a
 	// read of the whole table finds it.
 	All bool
+	// Unwatched: All because notifications were paused for a big write of ours
+	// (NotifyGate), not because any were lost.
+	Unwatched bool
 	// Table: the table itself was added or deleted, or its flags changed. Deleting
 	// a table notifies the deletion of each chain, rule and set in it too, so
 	// those are named as well.

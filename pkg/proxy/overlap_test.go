@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
@@ -154,5 +155,49 @@ func TestFirstSyncRendersWhileWriting(t *testing.T) {
 	}
 	if last := owners[3]; !slices.Equal(last, []string{hairpinOwner}) {
 		t.Errorf("the last transaction carries %v, want only %s", last, hairpinOwner)
+	}
+}
+
+// pausingKernel is a fake kernel whose notifications can be paused
+// (notificationPauser); it counts the transactions applied while paused (the
+// overlapped ones from another goroutine).
+type pausingKernel struct {
+	*nft.Fake
+	paused, pausedApplies, liveApplies atomic.Int32
+}
+
+func (k *pausingKernel) PauseNotifications() func() {
+	k.paused.Add(1)
+	return func() { k.paused.Add(-1) }
+}
+
+func (k *pausingKernel) Apply(ctx context.Context, tx *nft.Tx) error {
+	if k.paused.Load() > 0 {
+		k.pausedApplies.Add(1)
+	} else {
+		k.liveApplies.Add(1)
+	}
+	return k.Fake.Apply(ctx, tx)
+}
+
+// A big sync is written with the kernel's notifications paused (each element
+// written costs the kernel a notification while anyone listens); a small one is
+// not, so that another program's change meanwhile is still named.
+func TestBigSyncPausesNotifications(t *testing.T) {
+	k := &pausingKernel{Fake: nft.NewFake()}
+	p := overlapProxy(t, k)
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if k.paused.Load() != 0 || k.liveApplies.Load() != 0 || int(k.pausedApplies.Load()) != k.Applied() {
+		t.Fatalf("cold sync: %d transactions paused, %d not, paused %d times after it, want all of %d paused and resumed",
+			k.pausedApplies.Load(), k.liveApplies.Load(), k.paused.Load(), k.Applied())
+	}
+	p.cfg.Tracker.OnEndpointSliceUpdate(scaleSlice(256, 0), scaleSlice(256, 1))
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if k.liveApplies.Load() == 0 {
+		t.Fatal("a one-Service change was written with notifications paused")
 	}
 }

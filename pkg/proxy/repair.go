@@ -17,6 +17,23 @@ type foreignWatcher interface {
 	WatchForeign(ctx context.Context, family nft.Family, tables []string, changed func(table string, p nft.Parts)) error
 }
 
+// notificationPauser is a Kernel whose notifications a big write can pause
+// (nft.Netlink; see nft.NotifyGate).
+type notificationPauser interface {
+	PauseNotifications() (resume func())
+}
+
+// pauseNotifications pauses the kernel's notifications for the writes of a big
+// sync: the kernel builds one per element while anyone listens. The watchers
+// report every table as possibly changed when the returned func resumes them,
+// and the resync that follows reads back only if another program committed.
+func (p *Proxy) pauseNotifications() (resume func()) {
+	if np, ok := p.cfg.Kernel.(notificationPauser); ok {
+		return np.PauseNotifications()
+	}
+	return func() {}
+}
+
 // minRepairInterval bounds how often foreign changes ask for a repair, whatever
 // MinSyncPeriod says: a program that rewrites our table in a loop must not make
 // svcproxy read and rewrite it in a loop too.
@@ -55,9 +72,13 @@ func (p *Proxy) WatchForeignChanges(ctx context.Context) {
 			t.call()
 			return
 		}
-		p.cfg.Metrics.ForeignChanges.Inc()
-		klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName,
-			"all", parts.All, "tableItself", parts.Table, "chains", len(parts.Chains), "sets", len(parts.Sets))
+		if parts.Unwatched {
+			klog.V(4).InfoS("Notifications were paused for a big write; checking the table", "table", p.desired.Family.String()+" "+TableName)
+		} else {
+			p.cfg.Metrics.ForeignChanges.Inc()
+			klog.V(2).InfoS("Another program changed our table; repairing it", "table", p.desired.Family.String()+" "+TableName,
+				"all", parts.All, "tableItself", parts.Table, "chains", len(parts.Chains), "sets", len(parts.Sets))
+		}
 		p.noteForeign(parts)
 		t.call()
 	}

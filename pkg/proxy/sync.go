@@ -46,6 +46,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	big := len(changed) > maxOwnersPerTx
 	if big {
 		defer paceGC(bigSyncGCPercent)()
+		defer p.pauseNotifications()()
 		p.desired.ReserveElements(elementsEstimate(snap, changed, p.cfg.place()))
 	}
 	p.commits = 0
