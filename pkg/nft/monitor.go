@@ -85,7 +85,9 @@ func portID(c *netlink.Conn) (uint32, error) {
 // such a change. It subscribes to nf_tables' notifications
 // (NFNLGRP_NFTABLES), in which the kernel tags every changed table, chain, rule,
 // set, element and object with the port id of the socket whose transaction made it:
-// those of n's own transactions are skipped without decoding. It returns when ctx
+// those of n's own transactions are skipped without decoding. While n's
+// NotifyGate is paused it is not subscribed, and on resume it reports every table
+// with Parts{All, Unwatched}, from the goroutine that resumed. It returns when ctx
 // ends (nil), or on a socket error. changed is called from WatchForeign's goroutine
 // and must not block for long: notifications queue meanwhile.
 func (n *Netlink) WatchForeign(ctx context.Context, family Family, tables []string, changed func(table string, p Parts)) error {

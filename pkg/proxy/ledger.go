@@ -29,6 +29,11 @@ func (l *CommitLedger) lock() {
 	}
 }
 
+// tryLock takes the window if no sibling holds it.
+func (l *CommitLedger) tryLock() bool {
+	return l == nil || l.window.TryLock()
+}
+
 func (l *CommitLedger) unlock() {
 	if l != nil {
 		l.window.Unlock()

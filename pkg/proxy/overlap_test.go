@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -155,6 +157,42 @@ func TestFirstSyncRendersWhileWriting(t *testing.T) {
 	}
 	if last := owners[3]; !slices.Equal(last, []string{hairpinOwner}) {
 		t.Errorf("the last transaction carries %v, want only %s", last, hairpinOwner)
+	}
+}
+
+// A first sync that finds the ledger held by its sibling (the other family's
+// proxy, writing its own first sync) does not wait for it to render: it renders
+// everything beside it and writes after, the hairpin chains then in the first
+// transaction, with the first lot of Services.
+func TestFirstSyncRendersBesideItsSibling(t *testing.T) {
+	k := nft.NewFake()
+	var mu sync.Mutex
+	var owners [][]string
+	k.Refuse = func(tx *nft.Tx) error {
+		if tx.Table == TableName {
+			mu.Lock()
+			owners = append(owners, tx.Owners())
+			mu.Unlock()
+		}
+		return nil
+	}
+	p := overlapProxy(t, k)
+	p.cfg.Ledger = &CommitLedger{}
+	p.cfg.Ledger.lock() // the sibling's window
+	done := make(chan error, 1)
+	go func() { done <- p.Sync(t.Context()) }()
+	// Time to reach the window (a few ms: TakeChanges); the rendering, if it
+	// does not wait, goes on meanwhile.
+	time.Sleep(200 * time.Millisecond)
+	p.cfg.Ledger.unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	holdsDesired(t, k, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(owners) == 0 || !slices.Contains(owners[0], hairpinOwner) {
+		t.Fatalf("the first transaction does not carry the hairpin chains: the sync waited for the ledger to render (renderWriting); %d transactions", len(owners))
 	}
 }
 

@@ -56,7 +56,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 	var w *kernelWindow
 	var windowErr error
 	if big && p.view == nil {
-		if w, windowErr = p.openWindow(ctx, full, start, true); w != nil {
+		if w, windowErr = p.tryOpenWindow(ctx, full, start); w != nil {
 			defer w.unlock()
 		}
 	}

@@ -29,8 +29,24 @@ type kernelWindow struct {
 // deletion, one map entry each (1.6M at 100k Services), only for the rendering
 // to want them back. A table that is not there is adopted at once.
 func (p *Proxy) openWindow(ctx context.Context, full bool, start time.Time, early bool) (*kernelWindow, error) {
-	p.adoptLater = early
 	p.cfg.Ledger.lock()
+	return p.openLocked(ctx, full, start, early)
+}
+
+// tryOpenWindow opens the window early, before the rendering, unless a sibling
+// holds the ledger (nil, nil): the other family's big first sync renders and
+// writes in its window, and this proxy renders beside it, on the other core,
+// rather than after it.
+func (p *Proxy) tryOpenWindow(ctx context.Context, full bool, start time.Time) (*kernelWindow, error) {
+	if !p.cfg.Ledger.tryLock() {
+		return nil, nil
+	}
+	return p.openLocked(ctx, full, start, true)
+}
+
+// openLocked is openWindow once the ledger is taken.
+func (p *Proxy) openLocked(ctx context.Context, full bool, start time.Time, early bool) (*kernelWindow, error) {
+	p.adoptLater = early
 	locked := true
 	w := &kernelWindow{locked0: p.cfg.Clock.Now()}
 	w.unlock = func() {
