@@ -11,7 +11,7 @@ import (
 // watchers (WatchForeign) while a big write of ours is committed. While any
 // socket of the namespace listens, the kernel builds a notification of every
 // element each transaction writes (nf_tables checks for listeners first): a
-// 100k-Service cold sync, 1.6M elements, took 6.9-7.5 s and 11.5-11.9 CPU s
+// 100k-Service cold sync, 1.6M elements, took 6.2-7.5 s and 10.3-11.9 CPU s
 // with one watcher against 4.7-5.1 s and 7.5-8.1 CPU s without (make bench's
 // process, `-monitor`), and the socket overran anyway. A node's two families
 // must share one gate: each family's watcher listens to the whole namespace.
