@@ -107,7 +107,7 @@ func TestServeDualStackManifests(t *testing.T) {
 		if got := snap.Port(web).ClusterIP.String(); got != wantIP {
 			t.Errorf("%s tracker: web's ClusterIP %s, want %s", fp.family, got, wantIP)
 		}
-		if eps := snap.Endpoints(web); len(eps) != 1 || eps[0].Addr.String() != wantEP {
+		if eps := snap.Endpoints(web); len(eps) != 1 || eps[0].Addr().String() != wantEP {
 			t.Errorf("%s tracker: web's endpoints %v, want %s", fp.family, eps, wantEP)
 		}
 		if snap.PortCount() != wantPorts {

@@ -8,7 +8,7 @@ import (
 
 func TestUsableEndpoints(t *testing.T) {
 	e := func(ip string, port uint16, ready, serving, terminating bool) Endpoint {
-		return Endpoint{Addr: addr(ip), Port: port, Ready: ready, Serving: serving, Terminating: terminating}
+		return Endpoint{Port: port, Ready: ready, Serving: serving, Terminating: terminating}.WithAddr(addr(ip))
 	}
 	readyA := e("10.0.0.1", 80, true, true, false)
 	readyB := e("10.0.0.2", 80, true, true, false)
@@ -46,7 +46,7 @@ func TestUsableEndpoints(t *testing.T) {
 }
 
 func TestCompareConditionsPreference(t *testing.T) {
-	base := Endpoint{Addr: addr("10.0.0.1"), Port: 80}
+	base := Endpoint{Port: 80}.WithAddr(addr("10.0.0.1"))
 	with := func(ready, serving, terminating bool, node string) Endpoint {
 		e := base
 		e.Ready, e.Serving, e.Terminating = ready, serving, terminating

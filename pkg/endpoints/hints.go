@@ -3,18 +3,24 @@ package endpoints
 import (
 	"slices"
 	"strings"
-	"unique"
+	"sync"
+	"sync/atomic"
 )
 
 // Topology is where an EndpointSlice says an endpoint is (endpoints[].nodeName
 // and .zone) and which zones and nodes its hints (endpoints[].hints.forZones,
-// .forNodes) say should use it. It is one interned handle, 8 bytes in every
-// Endpoint: the tracker holds 300k endpoints at 30k Services, on a few hundred
-// nodes and a handful of zones, mostly without hints, so equal values share one
-// copy (the node's name was a 16-byte string in each Endpoint), and an endpoint
-// without any costs no allocation. Comparable with ==, which is what lets the
-// tracker drop no-op slice updates.
-type Topology struct{ h unique.Handle[topology] }
+// .forNodes) say should use it. It is a 4-byte id into the process's table of
+// topologies: the tracker holds a million endpoints at 100k Services, on a few
+// hundred nodes and a handful of zones, mostly without hints, so equal values
+// share one copy, and an id (unlike the unique.Handle it was) is not a pointer:
+// the lists of endpoints hold none, and the collector never scans them.
+// Comparable with ==, which is what lets the tracker drop no-op slice updates.
+//
+// The table only grows: a topology no endpoint uses any more keeps its entry.
+// It holds one entry per node name, zone and hint combination the process has
+// seen (a node's name and zone, ~100 bytes), so a cluster that replaces 10,000
+// nodes during one svcproxy's life costs it about a megabyte.
+type Topology struct{ id uint32 }
 
 // topology is the interned value. The lists are sorted, deduplicated and joined
 // with ',', which neither zone names (label values) nor node names (DNS
@@ -23,14 +29,39 @@ type topology struct {
 	node, zone, forZones, forNodes string
 }
 
-// NewTopology returns the Topology of an endpoint in zone, hinted for forZones and
-// forNodes (any may be empty; all empty is the zero Topology).
-func NewTopology(zone string, forZones, forNodes []string) Topology {
-	t := topology{zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)}
+// topologies is the table behind Topology ids. Readers load the list without a
+// lock: an entry, once appended, never changes, and a list that grows into a new
+// array is published whole.
+var topologies = struct {
+	mu   sync.Mutex
+	ids  map[topology]uint32
+	list atomic.Pointer[[]topology] // list[0] is the zero topology
+}{ids: map[topology]uint32{}}
+
+func init() { topologies.list.Store(&[]topology{{}}) }
+
+// intern returns the Topology of t.
+func intern(t topology) Topology {
 	if t == (topology{}) {
 		return Topology{}
 	}
-	return Topology{h: unique.Make(t)}
+	topologies.mu.Lock()
+	defer topologies.mu.Unlock()
+	if id, ok := topologies.ids[t]; ok {
+		return Topology{id: id}
+	}
+	list := *topologies.list.Load()
+	id := uint32(len(list))
+	list = append(list, t)
+	topologies.ids[t] = id
+	topologies.list.Store(&list)
+	return Topology{id: id}
+}
+
+// NewTopology returns the Topology of an endpoint in zone, hinted for forZones and
+// forNodes (any may be empty; all empty is the zero Topology).
+func NewTopology(zone string, forZones, forNodes []string) Topology {
+	return intern(topology{zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)})
 }
 
 func joinSorted(names []string) string {
@@ -49,24 +80,16 @@ func joinSorted(names []string) string {
 func (t Topology) WithNode(node string) Topology {
 	v := t.value()
 	v.node = node
-	if v == (topology{}) {
-		return Topology{}
-	}
-	return Topology{h: unique.Make(v)}
+	return intern(v)
 }
 
 // Node is the endpoint's node ("" when the slice does not say).
 func (t Topology) Node() string { return t.value().node }
 
-func (t Topology) value() topology {
-	if t == (Topology{}) {
-		return topology{}
-	}
-	return t.h.Value()
-}
+func (t Topology) value() topology { return (*topologies.list.Load())[t.id] }
 
 // Equal reports whether t and o are the same; go-cmp uses it instead of looking
-// into the handle's unexported fields.
+// into the id.
 func (t Topology) Equal(o Topology) bool { return t == o }
 
 // Zone is the endpoint's zone ("" when the slice does not say).

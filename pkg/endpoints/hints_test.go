@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -70,10 +71,33 @@ func TestTopologyComparable(t *testing.T) {
 	}
 }
 
-// Memory: the tracker holds hundreds of thousands of endpoints; topology must
-// cost one pointer each.
-func TestTopologySize(t *testing.T) {
-	if s := unsafe.Sizeof(Topology{}); s != unsafe.Sizeof(uintptr(0)) {
-		t.Errorf("Topology is %d bytes, want one pointer", s)
+// Memory: the tracker holds a million endpoints at 100k Services; each must
+// cost 28 bytes and hold no pointer, so that the collector skips their lists.
+func TestEndpointSize(t *testing.T) {
+	if s := unsafe.Sizeof(Endpoint{}); s != 28 {
+		t.Errorf("Endpoint is %d bytes, want 28", s)
+	}
+	if p := pointerIn(reflect.TypeFor[Endpoint]()); p != "" {
+		t.Errorf("Endpoint holds a pointer: %s", p)
+	}
+}
+
+// pointerIn names the first field of t that is or holds a pointer ("" if none).
+func pointerIn(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if p := pointerIn(t.Field(i).Type); p != "" {
+				return t.Field(i).Name + "." + p
+			}
+		}
+		return ""
+	case reflect.Array:
+		return pointerIn(t.Elem())
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return ""
+	default:
+		return t.String()
 	}
 }

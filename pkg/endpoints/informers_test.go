@@ -72,7 +72,7 @@ func TestRegisterDeliversEvents(t *testing.T) {
 	poll.Eventually(t, 10*time.Second, "slice delete", func() (bool, string) {
 		snap, _, _ = tr.Take()
 		eps := snap.Endpoints(portA.Name)
-		return len(eps) == 1 && eps[0].Addr == addr("10.0.0.2"), fmt.Sprintf("endpoints %v", eps)
+		return len(eps) == 1 && eps[0].Addr() == addr("10.0.0.2"), fmt.Sprintf("endpoints %v", eps)
 	})
 
 	if err := client.CoreV1().Services("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {

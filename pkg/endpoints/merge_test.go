@@ -14,7 +14,7 @@ func TestMergeEndpoints(t *testing.T) {
 	}
 	sp := func(port, proto string) ServicePort { return ServicePort{Name: name(port, proto), Port: 80} }
 	cond := func(ip string, ready, serving, terminating bool, node string) Endpoint {
-		return Endpoint{Addr: addr(ip), Ready: ready, Serving: serving, Terminating: terminating}.OnNode(node)
+		return Endpoint{Ready: ready, Serving: serving, Terminating: terminating}.WithAddr(addr(ip)).OnNode(node)
 	}
 	at := func(e Endpoint, port uint16) Endpoint { e.Port = port; return e }
 	ready := func(ip string) Endpoint { return cond(ip, true, true, false, "") }
@@ -137,7 +137,7 @@ func TestMergeEndpointsDeterministic(t *testing.T) {
 	for i := range 8 {
 		slices[fmt.Sprintf("s%d", i)] = &sliceData{
 			Ports:     []slicePort{{Name: "p", Protocol: "TCP", Port: 80}},
-			Endpoints: []Endpoint{Endpoint{Addr: addr("10.0.0.1"), Ready: true, Serving: true}.OnNode(fmt.Sprintf("node-%d", 7-i))},
+			Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1")).OnNode(fmt.Sprintf("node-%d", 7-i))},
 		}
 	}
 	for range 50 {

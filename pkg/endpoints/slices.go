@@ -166,17 +166,12 @@ func extractSlice(s *discoveryv1.EndpointSlice, fam Family, report func(error)) 
 // conditions: ready and serving default to true, terminating to false.
 func endpointFromConditions(addr netip.Addr, ep discoveryv1.Endpoint) Endpoint {
 	c := ep.Conditions
-	e := Endpoint{
-		Addr:        addr,
+	return Endpoint{
 		Ready:       c.Ready == nil || *c.Ready,
 		Serving:     c.Serving == nil || *c.Serving,
 		Terminating: c.Terminating != nil && *c.Terminating,
-	}
-	e.Topology = topologyOf(ep)
-	if ep.NodeName != nil {
-		e.Topology = e.Topology.WithNode(*ep.NodeName)
-	}
-	return e
+		Topology:    topologyOf(ep),
+	}.WithAddr(addr)
 }
 
 func addressTypeMatches(t discoveryv1.AddressType, fam Family) bool {
@@ -190,10 +185,14 @@ func addressTypeMatches(t discoveryv1.AddressType, fam Family) bool {
 	}
 }
 
-// topologyOf is the endpoint's zone and hints (the zero Topology for most
-// endpoints: those of Services without trafficDistribution or topology mode).
+// topologyOf is the endpoint's node, zone and hints (the zero Topology for
+// endpoints without a nodeName of Services without trafficDistribution or
+// topology mode).
 func topologyOf(ep discoveryv1.Endpoint) Topology {
-	var zone string
+	var node, zone string
+	if ep.NodeName != nil {
+		node = *ep.NodeName
+	}
 	if ep.Zone != nil {
 		zone = *ep.Zone
 	}
@@ -206,5 +205,5 @@ func topologyOf(ep discoveryv1.Endpoint) Topology {
 			forNodes = append(forNodes, n.Name)
 		}
 	}
-	return NewTopology(zone, forZones, forNodes)
+	return intern(topology{node: node, zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)})
 }

@@ -51,7 +51,7 @@ func TestExtractSlice(t *testing.T) {
 				return s
 			}(),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
-				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("fd00::1"))}},
 		},
 		{
 			name: "condition defaults: ready unset => true, serving unset => true, terminating unset => false",
@@ -62,10 +62,10 @@ func TestExtractSlice(t *testing.T) {
 				ep("10.0.0.4", nil, ptr(false), ptr(true)),
 			),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
-				{Addr: addr("10.0.0.1"), Ready: true, Serving: true},
-				{Addr: addr("10.0.0.2"), Serving: true, Terminating: true},
-				{Addr: addr("10.0.0.3")},
-				{Addr: addr("10.0.0.4"), Ready: true, Terminating: true},
+				Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1")),
+				Endpoint{Serving: true, Terminating: true}.WithAddr(addr("10.0.0.2")),
+				Endpoint{}.WithAddr(addr("10.0.0.3")),
+				Endpoint{Ready: true, Terminating: true}.WithAddr(addr("10.0.0.4")),
 			}},
 		},
 		{
@@ -77,7 +77,7 @@ func TestExtractSlice(t *testing.T) {
 				return e
 			}()),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
-				Endpoint{Addr: addr("10.0.0.1"), Ready: true, Serving: true}.OnNode("node-a"),
+				Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1")).OnNode("node-a"),
 			}},
 		},
 		{
@@ -92,9 +92,9 @@ func TestExtractSlice(t *testing.T) {
 				return e
 			}(), readyEP("10.0.0.2")),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort}, Endpoints: []Endpoint{
-				{Addr: addr("10.0.0.1"), Ready: true, Serving: true,
-					Topology: NewTopology("zone-a", []string{"zone-a", "zone-b"}, []string{"node-a"})},
-				{Addr: addr("10.0.0.2"), Ready: true, Serving: true},
+				Endpoint{Ready: true, Serving: true,
+					Topology: NewTopology("zone-a", []string{"zone-a", "zone-b"}, []string{"node-a"})}.WithAddr(addr("10.0.0.1")),
+				Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.2")),
 			}},
 		},
 		{
@@ -104,7 +104,7 @@ func TestExtractSlice(t *testing.T) {
 				{Name: ptr("all"), Protocol: ptr(v1.ProtocolUDP)},
 			}, readyEP("10.0.0.1")),
 			want: &sliceData{Service: svc, Ports: []slicePort{{Name: "", Protocol: "TCP", Port: 80}},
-				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1"))}},
 		},
 		{
 			name: "malformed ports and endpoints reported and dropped",
@@ -120,7 +120,7 @@ func TestExtractSlice(t *testing.T) {
 				readyEP("10.0.0.1"),
 			),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
-				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1"))}},
 			wantErr: []string{
 				`ports[0] ("zero"): port 0 out of range`,
 				`ports[1] ("big"): port 65536 out of range`,
@@ -141,7 +141,7 @@ func TestExtractSlice(t *testing.T) {
 				readyEP("10.0.0.1"),
 			),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
-				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1"))}},
 			wantErr: []string{
 				`endpoints[0]: address 127.0.0.1 is loopback`,
 				`endpoints[1]: address 169.254.169.254 is link-local`,
@@ -160,7 +160,7 @@ func TestExtractSlice(t *testing.T) {
 				return s
 			}(),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
-				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("fd00::1"))}},
 			wantErr: []string{`address ::1 is loopback`, `address fe80::1 is link-local`, `address ff02::1 is multicast`},
 		},
 		{
@@ -173,14 +173,14 @@ func TestExtractSlice(t *testing.T) {
 				return s
 			}(),
 			want: &sliceData{Service: svc, Ports: []slicePort{httpPort},
-				Endpoints: []Endpoint{{Addr: addr("fd00::1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("fd00::1"))}},
 			wantErr: []string{`"::ffff:10.0.0.1" is IPv4-mapped`, `unspecified`},
 		},
 		{
 			name:  "slice with no ports still records its service",
 			slice: makeSlice("ns", "s1", "svc", nil, readyEP("10.0.0.1")),
 			want: &sliceData{Service: svc,
-				Endpoints: []Endpoint{{Addr: addr("10.0.0.1"), Ready: true, Serving: true}}},
+				Endpoints: []Endpoint{Endpoint{Ready: true, Serving: true}.WithAddr(addr("10.0.0.1"))}},
 		},
 	}
 	for _, tt := range tests {

@@ -9,7 +9,7 @@ import (
 func TestClusterEndpoints(t *testing.T) {
 	// ep is a ready endpoint at 10.0.0.<n> hinted for zones and nodes.
 	ep := func(n string, zones, nodes []string) Endpoint {
-		return Endpoint{Addr: addr("10.0.0." + n), Port: 80, Ready: true, Serving: true, Topology: NewTopology("", zones, nodes)}
+		return Endpoint{Port: 80, Ready: true, Serving: true, Topology: NewTopology("", zones, nodes)}.WithAddr(addr("10.0.0." + n))
 	}
 	zone := func(z ...string) []string { return z }
 	node := zone

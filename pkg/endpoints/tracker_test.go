@@ -49,7 +49,7 @@ var (
 )
 
 func readyAt(ip string, port uint16) Endpoint {
-	return Endpoint{Addr: addr(ip), Port: port, Ready: true, Serving: true}
+	return Endpoint{Port: port, Ready: true, Serving: true}.WithAddr(addr(ip))
 }
 
 // step is one batch of events followed by a Take.
@@ -185,7 +185,7 @@ func TestTrackerScenarios(t *testing.T) {
 			do:          func(tr *Tracker) { tr.OnEndpointSliceDelete(sliceA1()) },
 			wantPending: true, wantChanged: []ServiceKey{keyA}, wantServices: []ServicePort{portA},
 			wantEndpoints: map[ServicePortName][]Endpoint{portA.Name: {
-				{Addr: addr("10.0.0.1"), Port: 8080, Serving: true, Terminating: true}, readyAt("10.0.0.2", 8080),
+				Endpoint{Port: 8080, Serving: true, Terminating: true}.WithAddr(addr("10.0.0.1")), readyAt("10.0.0.2", 8080),
 			}},
 		}}},
 		{"service deleted and re-added", []step{base, {
@@ -287,14 +287,14 @@ func TestTrackerScenarios(t *testing.T) {
 			},
 			wantPending: true, wantChanged: []ServiceKey{keyA}, wantServices: []ServicePort{portA, portB},
 			wantEndpoints: map[ServicePortName][]Endpoint{
-				portA.Name: {{Addr: addr("10.0.0.1"), Port: 8080}},
+				portA.Name: {Endpoint{Port: 8080}.WithAddr(addr("10.0.0.1"))},
 				portB.Name: {readyAt("10.1.0.1", 5353)},
 			},
 		}, {
 			name:        "b's slice deleted",
 			do:          func(tr *Tracker) { tr.OnEndpointSliceDelete(sliceB1()) },
 			wantPending: true, wantChanged: []ServiceKey{keyB}, wantServices: []ServicePort{portA, portB},
-			wantEndpoints: map[ServicePortName][]Endpoint{portA.Name: {{Addr: addr("10.0.0.1"), Port: 8080}}},
+			wantEndpoints: map[ServicePortName][]Endpoint{portA.Name: {Endpoint{Port: 8080}.WithAddr(addr("10.0.0.1"))}},
 		}, {
 			name: "b's port number and a's target port change",
 			do: func(tr *Tracker) {
@@ -563,7 +563,7 @@ func TestTrackerConcurrentUse(t *testing.T) {
 		mustEqualf(t, snap.Port(name).ClusterIP.String(), want, "final cluster IP of %s", name)
 		eps := snap.Endpoints(name)
 		wantEP := fmt.Sprintf("10.0.%d.%d", w, (events-1)%250+1)
-		if len(eps) != 1 || eps[0].Addr.String() != wantEP {
+		if len(eps) != 1 || eps[0].Addr().String() != wantEP {
 			t.Errorf("final endpoints of %s = %v, want [%s]", name, eps, wantEP)
 		}
 	}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"bytes"
 	"cmp"
 	"iter"
 	"net/netip"
@@ -121,16 +122,39 @@ func (sp ServicePort) External() bool {
 	return sp.NodePort != 0 || sp.ExternalIPs != "" || sp.LoadBalancerIPs != ""
 }
 
-// Endpoint is one backend address:port of one ServicePort.
+// Endpoint is one backend address:port of one ServicePort. It holds no pointer
+// and takes 28 bytes (a netip.Addr alone is 24 with one pointer): the tracker
+// keeps a million of them at 100k Services, and lists without pointers are never
+// scanned by the collector. Set its address with WithAddr, read it with Addr.
 type Endpoint struct {
-	Addr        netip.Addr
-	Port        uint16
-	Ready       bool // conditions.ready unset => true
-	Serving     bool // conditions.serving unset => true, as the API reference and kube-proxy say
-	Terminating bool // conditions.terminating unset => false
+	ip [16]byte // the address; an IPv4 one in its IPv4-mapped form
 	// Topology is the endpoint's node, zone and hints, for traffic policies and
 	// topology-aware routing (see ClusterEndpoints).
-	Topology Topology
+	Topology    Topology
+	Port        uint16
+	Ready       bool  // conditions.ready unset => true
+	Serving     bool  // conditions.serving unset => true, as the API reference and kube-proxy say
+	Terminating bool  // conditions.terminating unset => false
+	bits        uint8 // ip's family: 32, 128, or 0 when no address is set
+}
+
+// Addr is the endpoint's address (the zero netip.Addr when none is set).
+func (e Endpoint) Addr() netip.Addr {
+	switch e.bits {
+	case 32:
+		return netip.AddrFrom4([4]byte(e.ip[12:]))
+	case 128:
+		return netip.AddrFrom16(e.ip)
+	default:
+		return netip.Addr{}
+	}
+}
+
+// WithAddr is e at addr. Endpoint addresses never carry a zone (the tracker
+// refuses them), so none is kept.
+func (e Endpoint) WithAddr(addr netip.Addr) Endpoint {
+	e.ip, e.bits = addr.As16(), uint8(addr.BitLen())
+	return e
 }
 
 // NodeName is the endpoint's node ("" when its slice does not say).
@@ -142,13 +166,35 @@ func (e Endpoint) OnNode(node string) Endpoint {
 	return e
 }
 
-// AddrPort returns the endpoint's address and port together.
-func (e Endpoint) AddrPort() netip.AddrPort { return netip.AddrPortFrom(e.Addr, e.Port) }
+// Equal reports whether e and o are the same; go-cmp uses it instead of looking
+// into the unexported address.
+func (e Endpoint) Equal(o Endpoint) bool { return e == o }
 
-// compareEndpoints orders by Addr then Port, which is the order renderers
-// iterate in so that output is deterministic.
+// String is for logs and test failures: "10.244.1.2:8080 ready serving node=... zone=...".
+func (e Endpoint) String() string {
+	s := e.AddrPort().String()
+	for _, c := range []struct {
+		on   bool
+		name string
+	}{{e.Ready, "ready"}, {e.Serving, "serving"}, {e.Terminating, "terminating"}} {
+		if c.on {
+			s += " " + c.name
+		}
+	}
+	if e.Topology != (Topology{}) {
+		s += " " + e.Topology.String()
+	}
+	return s
+}
+
+// AddrPort returns the endpoint's address and port together.
+func (e Endpoint) AddrPort() netip.AddrPort { return netip.AddrPortFrom(e.Addr(), e.Port) }
+
+// compareEndpoints orders by Addr then Port (IPv4 before IPv6, as
+// netip.Addr.Compare does), which is the order renderers iterate in so that
+// output is deterministic.
 func compareEndpoints(a, b Endpoint) int {
-	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+	return cmp.Or(cmp.Compare(a.bits, b.bits), bytes.Compare(a.ip[:], b.ip[:]), cmp.Compare(a.Port, b.Port))
 }
 
 // Snapshot is an immutable-by-convention view for rendering.

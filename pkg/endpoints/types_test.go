@@ -72,6 +72,6 @@ func TestNewSnapshotSortsPorts(t *testing.T) {
 }
 
 func TestEndpointAddrPort(t *testing.T) {
-	e := Endpoint{Addr: addr("10.1.0.1"), Port: 8080}
+	e := Endpoint{Port: 8080}.WithAddr(addr("10.1.0.1"))
 	mustEqualf(t, e.AddrPort().String(), "10.1.0.1:8080", "AddrPort")
 }

@@ -58,7 +58,7 @@ func (r *watchRig) state() map[string]string {
 			name := sp.Name
 			var eps []string
 			for _, ep := range snap.Endpoints(name) {
-				eps = append(eps, ep.Addr.String())
+				eps = append(eps, ep.Addr().String())
 			}
 			sort.Strings(eps)
 			out[name.Namespace+"/"+name.Name] = strings.Join(eps, ",")

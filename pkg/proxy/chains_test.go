@@ -10,7 +10,7 @@ import (
 func lbPort(name, ip string) ([]endpoints.ServicePort, endpoints.EndpointMap) {
 	n := endpoints.ServicePortName{Namespace: "ns", Name: name, Port: "http", Protocol: "TCP"}
 	ports := []endpoints.ServicePort{{Name: n, ClusterIP: netip.MustParseAddr(ip), Port: 80}}
-	eps := endpoints.EndpointMap{n: {{Addr: netip.MustParseAddr("10.244.1.2"), Port: 80, Ready: true}}}
+	eps := endpoints.EndpointMap{n: {endpoints.Endpoint{Port: 80, Ready: true}.WithAddr(netip.MustParseAddr("10.244.1.2"))}}
 	return ports, eps
 }
 

@@ -216,7 +216,7 @@ func servingEndpoints(sp endpoints.ServicePort, eps endpoints.ByPort) []netip.Ad
 	var to []netip.AddrPort
 	for _, e := range programmable(eps.Endpoints(sp.Name), sp.ClusterIP) {
 		if e.Ready || e.Serving {
-			to = append(to, netip.AddrPortFrom(e.Addr, e.Port))
+			to = append(to, netip.AddrPortFrom(e.Addr(), e.Port))
 		}
 	}
 	return to

@@ -146,7 +146,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 	for _, e := range x.local {
 		// A local endpoint may be one the cluster set lacks (a terminating one while
 		// another node has a ready one): it can reach itself through its Service too.
-		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr), Key: f.Datums(nft.IP(e.Addr), nft.IP(e.Addr))})
+		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr()), Key: f.Datums(nft.IP(e.Addr()), nft.IP(e.Addr()))})
 	}
 }
 
@@ -172,13 +172,13 @@ func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto u
 // slot 0, the local set from localSlots.
 func (x externalPath) endpointElements(f *nft.Fragment, key func(slot int) []nft.Datum, s externalSets) {
 	for slot, e := range s.cluster {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: f.Datums(nft.IP(e.Addr), nft.Port(e.Port))})
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: f.Datums(nft.IP(e.Addr()), nft.Port(e.Port))})
 	}
 	if len(s.cluster) == 0 {
 		return // nothing to pick from: the dispatch rejects
 	}
 	for slot, e := range s.local {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: f.Datums(nft.IP(e.Addr), nft.Port(e.Port))})
+		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: f.Datums(nft.IP(e.Addr()), nft.Port(e.Port))})
 	}
 }
 

@@ -39,7 +39,7 @@ func healthCheckOf(ports []endpoints.ServicePort, eps endpoints.ByPort, node str
 		hc.NodePort = sp.HealthCheckNodePort
 		for _, e := range eps.Endpoints(sp.Name) {
 			if e.Ready && e.NodeName() == node {
-				local[e.Addr] = true
+				local[e.Addr()] = true
 			}
 		}
 	}

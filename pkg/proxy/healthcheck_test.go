@@ -16,7 +16,7 @@ func TestHealthCheckServices(t *testing.T) {
 		return endpoints.ServicePortName{Namespace: "ns", Name: svc, Port: port, Protocol: "TCP"}
 	}
 	ep := func(ip, node string, ready bool) endpoints.Endpoint {
-		return endpoints.Endpoint{Addr: netip.MustParseAddr(ip), Port: 80, Ready: ready, Serving: true}.OnNode(node)
+		return endpoints.Endpoint{Port: 80, Ready: ready, Serving: true}.WithAddr(netip.MustParseAddr(ip)).OnNode(node)
 	}
 	snap := endpoints.NewSnapshot([]endpoints.ServicePort{
 		{Name: name("lb", "http"), ExternalLocal: true, HealthCheckNodePort: 32000, NodePort: 30080},

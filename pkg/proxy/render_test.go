@@ -66,7 +66,7 @@ func port(name string, proto string, p uint16) endpoints.ServicePort {
 }
 
 func ep(a netip.Addr, p uint16, ready, serving, terminating bool) endpoints.Endpoint {
-	return endpoints.Endpoint{Addr: a, Port: p, Ready: ready, Serving: serving, Terminating: terminating}.OnNode("node-a")
+	return endpoints.Endpoint{Port: p, Ready: ready, Serving: serving, Terminating: terminating}.WithAddr(a).OnNode("node-a")
 }
 
 func onNode(e endpoints.Endpoint, node string) endpoints.Endpoint {
