@@ -29,16 +29,22 @@ import (
 // The simulated kind cluster. Every namespace name starts with the run's
 // prefix; the root network namespace is never changed.
 const (
-	namePrefix     = "spe2e-" // + owner pid + "-" + random: stale runs are found by pid
-	gatewayIP      = controlplane.GatewayIP
-	bridgeBits     = controlplane.BridgeBits
-	serviceCIDR    = "10.96.0.0/16"
-	clusterCIDR    = "10.244.0.0/16"
-	apiPort        = 6443
-	healthzPort    = 10256
-	metricsPort    = 10249
-	k8sVersion     = "v1.37.2"
-	controllerList = "endpointslice-controller,serviceaccount-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
+	namePrefix  = "spe2e-" // + owner pid + "-" + random: stale runs are found by pid
+	gatewayIP   = controlplane.GatewayIP
+	bridgeBits  = controlplane.BridgeBits
+	serviceCIDR = "10.96.0.0/16"
+	// benchServiceCIDR holds the bench's 100k ClusterIPs (benchClusterIP, from
+	// 10.96.4.0 to 10.97.138.x): with the /16, the apiserver's repair loop, restarted
+	// on objects written into etcd, reported each of the 35k outside it and, on a
+	// slow machine, gave up its start-up check ("unable to perform initial IP and
+	// Port allocation check (timeout)") and exited.
+	benchServiceCIDR = "10.96.0.0/15"
+	clusterCIDR      = "10.244.0.0/16"
+	apiPort          = 6443
+	healthzPort      = 10256
+	metricsPort      = 10249
+	k8sVersion       = "v1.37.2"
+	controllerList   = "endpointslice-controller,serviceaccount-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
 )
 
 type node struct {
@@ -224,7 +230,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		EtcdName:          "e2e",
 		AdvertiseAddress:  c.cp().ip,
 		APIPort:           apiPort,
-		ServiceCIDR:       c.family.serviceCIDRs(),
+		ServiceCIDR:       c.serviceCIDRs(),
 		BindAddress:       c.family.anyAddr(),
 		AuthorizationMode: "RBAC",
 		Controllers:       controllerList,
@@ -346,4 +352,14 @@ func (c *cluster) teardown() {
 			}
 		}
 	})
+}
+
+// serviceCIDRs is the apiserver's --service-cluster-ip-range: the bench's wider
+// one for IPv4 in a bench-only cluster.
+func (c *cluster) serviceCIDRs() string {
+	v4 := serviceCIDR
+	if c.benchOnly {
+		v4 = benchServiceCIDR
+	}
+	return strings.Join(c.family.pick(v4, serviceCIDR6), ",")
 }
