@@ -423,6 +423,9 @@ func (r *Ruleset) takeDirty(owners []string) map[string]*dirtyKeys {
 // DirtyOwners lists the owners with changes not yet planned, sorted.
 func (r *Ruleset) DirtyOwners() []string { return sortedKeys(r.dirty) }
 
+// DirtyOwnerCount is len(DirtyOwners()), without the list.
+func (r *Ruleset) DirtyOwnerCount() int { return len(r.dirty) }
+
 // ReserveElements sizes the element map of a ruleset that holds none yet for about
 // n elements: a cold start's map otherwise grows by doubling, each time rehashing
 // every element so far (~7% of the 30k cold sync's allocations).

@@ -239,3 +239,37 @@ func TestBigSyncPausesNotifications(t *testing.T) {
 		t.Fatal("a one-Service change was written with notifications paused")
 	}
 }
+
+// A repair that writes every Service again (the table was deleted) is as big a
+// write as a cold sync, though no Service changed: it is written paused too; a
+// repair of a few objects is not.
+func TestBigRepairPausesNotifications(t *testing.T) {
+	k := &pausingKernel{Fake: nft.NewFake()}
+	p := overlapProxy(t, k)
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	k.pausedApplies.Store(0)
+	if err := k.DeleteTable(t.Context(), nft.FamilyIPv4, TableName); err != nil {
+		t.Fatal(err)
+	}
+	p.noteForeign(nft.Parts{Table: true})
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holdsDesired(t, k.Fake, p)
+	if k.paused.Load() != 0 || k.liveApplies.Load() != 0 || k.pausedApplies.Load() == 0 {
+		t.Fatalf("the deleted table's repair: %d transactions paused, %d not, paused %d times after it, want all paused and resumed",
+			k.pausedApplies.Load(), k.liveApplies.Load(), k.paused.Load())
+	}
+
+	k.Tamper(nft.FamilyIPv4, TableName, chainServices)
+	p.noteForeign(nft.Parts{Chains: map[string]bool{chainServices: true}})
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	holdsDesired(t, k.Fake, p)
+	if k.liveApplies.Load() == 0 {
+		t.Fatal("a one-chain repair was written with notifications paused")
+	}
+}

@@ -85,6 +85,12 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		defer w.unlock()
 	}
 	p.adoptRead()
+	if !big && p.desired.DirtyOwnerCount() > maxOwnersPerTx {
+		// A repair writing a deleted table again, or a resync that found much
+		// changed: as big a write as a cold start's (275k elements at 10k
+		// Services), and as costly with the kernel building a notification for each.
+		defer p.pauseNotifications()()
+	}
 	if syncErr == nil {
 		// What is left: all of it, or after renderWriting the chains that
 		// depend on every Service (refreshOnDemand).
