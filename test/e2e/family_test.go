@@ -70,7 +70,6 @@ func (f family) pick(v4, v6 string) []string {
 	return out
 }
 
-func (f family) serviceCIDRs() string { return strings.Join(f.pick(serviceCIDR, serviceCIDR6), ",") }
 func (f family) clusterCIDRs() string { return strings.Join(f.pick(clusterCIDR, clusterCIDR6), ",") }
 
 // ipFamilies are the Kubernetes names of the cluster's families, primary first.
