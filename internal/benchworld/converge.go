@@ -3,7 +3,6 @@ package benchworld
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -85,10 +84,7 @@ func AllAnswer(ctx context.Context, p *Prober, targets []Target, workers int) (C
 	var sweepErr error
 	parallel(len(idx), workers, func(k int) {
 		t := targets[idx[k]]
-		a, _, err := p.probe(t.IP, t.Port, max(p.timeout, sweepTimeout))
-		for try := 0; errors.Is(err, unix.EINTR) && try < 3; try++ {
-			a, _, err = p.probe(t.IP, t.Port, max(p.timeout, sweepTimeout)) // a signal: says nothing
-		}
+		a, _, err := p.answer(t.IP, t.Port, max(p.timeout, sweepTimeout))
 		if err == nil && t.Serves(a) {
 			return
 		}

@@ -1,6 +1,7 @@
 package benchworld
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -75,6 +76,21 @@ func (p *Prober) Close() {
 // unix.EINTR: the attempt says nothing about the path, try again.
 func (p *Prober) Probe(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
 	return p.probe(addr, port, p.timeout)
+}
+
+// Answer is Probe for callers that ask where a Service answers, not how one
+// attempt went: a connect a signal interrupted is tried again, up to 3 times.
+func (p *Prober) Answer(addr netip.Addr, port int) (answer netip.Addr, connect time.Duration, err error) {
+	return p.answer(addr, port, p.timeout)
+}
+
+// answer is Answer with a connect timeout of its own.
+func (p *Prober) answer(addr netip.Addr, port int, timeout time.Duration) (answer netip.Addr, connect time.Duration, err error) {
+	answer, connect, err = p.probe(addr, port, timeout)
+	for try := 0; errors.Is(err, unix.EINTR) && try < 3; try++ {
+		answer, connect, err = p.probe(addr, port, timeout) // a signal: says nothing
+	}
+	return answer, connect, err
 }
 
 // probe is Probe with a connect timeout of its own.

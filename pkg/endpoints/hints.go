@@ -61,7 +61,12 @@ func intern(t topology) Topology {
 // NewTopology returns the Topology of an endpoint in zone, hinted for forZones and
 // forNodes (any may be empty; all empty is the zero Topology).
 func NewTopology(zone string, forZones, forNodes []string) Topology {
-	return intern(topology{zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)})
+	return newTopology("", zone, forZones, forNodes)
+}
+
+// newTopology is NewTopology of an endpoint on node.
+func newTopology(node, zone string, forZones, forNodes []string) Topology {
+	return intern(topology{node: node, zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)})
 }
 
 func joinSorted(names []string) string {

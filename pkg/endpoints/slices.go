@@ -205,5 +205,5 @@ func topologyOf(ep discoveryv1.Endpoint) Topology {
 			forNodes = append(forNodes, n.Name)
 		}
 	}
-	return intern(topology{node: node, zone: zone, forZones: joinSorted(forZones), forNodes: joinSorted(forNodes)})
+	return newTopology(node, zone, forZones, forNodes)
 }

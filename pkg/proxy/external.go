@@ -146,7 +146,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 	for _, e := range x.local {
 		// A local endpoint may be one the cluster set lacks (a terminating one while
 		// another node has a ready one): it can reach itself through its Service too.
-		f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr()), Key: f.Datums(nft.IP(e.Addr()), nft.IP(e.Addr()))})
+		f.Elements = append(f.Elements, hairpinElement(f, e.Addr()))
 	}
 }
 

@@ -133,6 +133,12 @@ func endpointsMap(clusterIP netip.Addr) string { return shardNames.endpoints[sha
 func affinityMap(clusterIP netip.Addr) string  { return affinityShard(shardOf(clusterIP)) }
 func affinityShard(k int) string               { return shardNames.affinity[k] }
 
+// hairpinElement is the element that lets endpoint reach itself through a
+// Service (its address as source and destination), in endpoint's shard.
+func hairpinElement(f *nft.Fragment, endpoint netip.Addr) nft.Element {
+	return nft.Element{Set: hairpinSet(endpoint), Key: f.Datums(nft.IP(endpoint), nft.IP(endpoint))}
+}
+
 var shardNames = func() (n struct{ hairpin, endpoints, affinity [shards]string }) {
 	for k := 0; k < shards; k++ {
 		n.hairpin[k] = fmt.Sprintf("%s-%02d", setHairpin, k)

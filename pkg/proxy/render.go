@@ -98,7 +98,7 @@ func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpo
 		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: f.Datums(nft.IP(sp.ClusterIP))})
 		for _, e := range usable {
 			if hairpinHere(e, o.place()) {
-				f.Elements = append(f.Elements, nft.Element{Set: hairpinSet(e.Addr()), Key: f.Datums(nft.IP(e.Addr()), nft.IP(e.Addr()))})
+				f.Elements = append(f.Elements, hairpinElement(f, e.Addr()))
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func programmable(eps []endpoints.Endpoint, clusterIP netip.Addr) []endpoints.En
 	fam := fieldsFor(clusterIP)
 	out := make([]endpoints.Endpoint, 0, len(eps))
 	for _, e := range eps {
-		if fam.ofFamily(e.Addr()) && e.Port != 0 && endpoints.ReservedReason(e.Addr()) == "" {
+		if a := e.Addr(); fam.ofFamily(a) && e.Port != 0 && endpoints.ReservedReason(a) == "" {
 			out = append(out, e)
 		}
 	}
