@@ -28,17 +28,32 @@ func stub(key string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
-// recorder collects what a feed tells one tracker.
-type recorder struct{ upserted, deleted []string }
+// recorder collects what a feed tells one tracker, and holds what it was
+// given and not told gone since, as a tracker does.
+type recorder struct {
+	upserted, deleted []string
+	held              map[string]bool
+}
 
 func (r *recorder) attach(f *feed) {
+	r.held = map[string]bool{}
 	f.upserts = append(f.upserts, func(obj any) {
 		k, _ := cache.MetaNamespaceKeyFunc(obj)
 		r.upserted = append(r.upserted, k)
+		r.held[k] = true
 	})
 	f.deletes = append(f.deletes, func(obj any) {
 		k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		r.deleted = append(r.deleted, k)
+		delete(r.held, k)
+	})
+	f.holders = append(f.holders, func(yield func(cache.ObjectName) bool) {
+		for k := range r.held {
+			ns, name, _ := cache.SplitMetaNamespaceKey(k)
+			if !yield(cache.NewObjectName(ns, name)) {
+				return
+			}
+		}
 	})
 }
 
@@ -91,8 +106,20 @@ func TestFeedReplace(t *testing.T) {
 					t.Errorf("tracker %d: upserted %v, deleted %v; want %v, %v", i, r.upserted, r.deleted, tc.wantUpserted, tc.wantGone)
 				}
 			}
-			if len(f.keys) != len(tc.replace) {
-				t.Errorf("feed keeps %d keys after listing %d", len(f.keys), len(tc.replace))
+			listed := map[string]bool{}
+			for _, obj := range tc.replace {
+				k, _ := cache.MetaNamespaceKeyFunc(obj)
+				if s, ok := obj.(*keyStub); ok {
+					k = s.String()
+				}
+				listed[k] = true
+			}
+			for i, r := range []*recorder{&r1, &r2} {
+				for k := range r.held {
+					if !listed[k] {
+						t.Errorf("tracker %d still holds %s, not listed", i, k)
+					}
+				}
 			}
 		})
 	}

@@ -122,6 +122,7 @@ func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, e
 			}
 		})
 		i.services.deletes = append(i.services.deletes, t.OnServiceDeleteObj)
+		i.services.holders = append(i.services.holders, t.heldServices)
 		i.slices.upserts = append(i.slices.upserts, func(obj any) {
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				t.OnEndpointSliceAdd(s)
@@ -130,13 +131,15 @@ func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, e
 			}
 		})
 		i.slices.deletes = append(i.slices.deletes, t.OnEndpointSliceDeleteObj)
+		i.slices.holders = append(i.slices.holders, t.heldSlices)
 	}
 	return func() bool { return i.services.hasSynced() && i.slices.hasSynced() }, nil
 }
 
 // RegisterFuncs wires plain functions instead of trackers: upsert gets every
 // Service and EndpointSlice delivered (trimmed, as a tracker would), del every
-// deletion. It is for the fleet benchmark (TestBenchFleet in test/e2e), where
+// deletion a watch reports (a relist deletes nothing: the functions hold
+// nothing the feed could ask for). It is for the fleet benchmark (TestBenchFleet in test/e2e), where
 // hundreds of simulated proxies in one process count what they receive
 // instead of keeping it: a tracker each would not fit in memory. Call it
 // before Start; hasSynced reports both initial lists delivered.

@@ -68,6 +68,7 @@ func NewServiceCIDRInformer(c typednetworkingv1.ServiceCIDRsGetter, t *ServiceCI
 		}
 	})
 	f.deletes = append(f.deletes, t.OnDeleteObj)
+	f.holders = append(f.holders, t.held)
 	ns := &notServed{retry: o.NotServedRetry, report: o.OnNotServed}
 	refl := reflectorInto(o.WatchList, false, f, &networkingv1.ServiceCIDR{}, "ServiceCIDRs", o.RetryOptions,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
