@@ -42,6 +42,13 @@ type faultRecord struct {
 	// refused by the kernel, the API server down): the change probe's
 	// samples from its node are reported apart, not in the 2 s p99.
 	blocksChanges bool
+	// dropsNew: the node refuses every new connection that crosses it (its
+	// conntrack table is full): on a worker, the change probe's samples
+	// from every node are apart (the probe's new pod may sit on it).
+	dropsNew bool
+	// cause names, for the failures in a disruptive fault's window, why
+	// they failed ("" : the kernel lost rules).
+	cause string
 	// restarts: the proxy process was started again (its /healthz is
 	// absent, then 503 until its first sync: not a wrong answer).
 	restarts bool
@@ -107,13 +114,8 @@ func faultKinds() []faultKind {
 		{name: "foreign table held", takes: 17 * time.Second, onNode: true, skip: needsNftTable, run: (*soak).holdForeign},
 		{name: "node address added/removed", takes: 9 * time.Second, onNode: true, run: (*soak).addressChange},
 		{name: "memory limit 2x RSS", takes: 21 * time.Second, onNode: true, skip: needsCgroupMemory, run: (*soak).memoryLimit},
+		{name: "conntrack table full", takes: 30 * time.Second, onNode: true, run: (*soak).conntrackFull},
 	}
-}
-
-// notApplied lists, for the report, the faults the soak does not
-// inject, with why.
-var notApplied = []string{
-	"conntrack table full: nf_conntrack_max is a global sysctl (writable in the initial namespace only), which the harness must not change",
 }
 
 // runFaults injects faults until deadline: rounds of every applicable

@@ -100,7 +100,11 @@ func (fs *failureSplit) describe(s *soak) (exc int, detail string) {
 	for _, f := range s.faults {
 		if l := fs.exceptions[f]; len(l) > 0 {
 			exc += len(l)
-			parts = append(parts, fmt.Sprintf("%d during %s (%s; %s), first: %s", len(l), s.faultName(f), f.note, "the kernel lost rules", l[0]))
+			cause := f.cause
+			if cause == "" {
+				cause = "the kernel lost rules"
+			}
+			parts = append(parts, fmt.Sprintf("%d during %s (%s; %s), first: %s", len(l), s.faultName(f), f.note, cause, l[0]))
 		}
 	}
 	if len(fs.violations) > 0 {
@@ -177,7 +181,7 @@ func (s *soak) checkChanges() invRow {
 		}
 		var blocked *faultRecord
 		for _, f := range s.faults {
-			if f.blocksChanges && (f.node == nil || f.node == c.caller.node) && c.at.Add(took).After(f.start) && c.at.Before(f.windowEnd(s.end)) {
+			if f.blocksChanges && (f.node == nil || f.node == c.caller.node || f.dropsNew && f.node.worker) && c.at.Add(took).After(f.start) && c.at.Before(f.windowEnd(s.end)) {
 				blocked = f
 			}
 			// The API server down (the watch-expiry fault on one node

@@ -59,7 +59,6 @@ func (s *soak) report(r *result, rows []invRow) {
 	if len(s.skips) > 0 {
 		fmt.Fprintf(&b, "\nSkipped for this proxy: %s.\n", strings.Join(s.skips, "; "))
 	}
-	fmt.Fprintf(&b, "\nNot injected by the soak: %s.\n", strings.Join(notApplied, "; "))
 	fmt.Fprintf(&b, "<!-- soak: %s end -->\n", tag)
 	section := b.String()
 	fmt.Println(section)
