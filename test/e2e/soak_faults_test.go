@@ -113,7 +113,7 @@ func faultKinds() []faultKind {
 		{name: "watch expiry (410)", takes: expiryTakes, onNode: true, run: (*soak).expireWatches},
 		{name: "foreign table held", takes: 17 * time.Second, onNode: true, skip: needsNftTable, run: (*soak).holdForeign},
 		{name: "node address added/removed", takes: 9 * time.Second, onNode: true, run: (*soak).addressChange},
-		{name: "memory limit 2x RSS", takes: 21 * time.Second, onNode: true, skip: needsCgroupMemory, run: (*soak).memoryLimit},
+		{name: "memory limit 2x RSS", takes: 25 * time.Second, onNode: true, skip: needsCgroupMemory, run: (*soak).memoryLimit},
 		{name: "conntrack table full", takes: 30 * time.Second, onNode: true, run: (*soak).conntrackFull},
 	}
 }
