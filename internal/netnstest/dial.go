@@ -3,6 +3,7 @@ package netnstest
 import (
 	"context"
 	"net"
+	"testing"
 	"time"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
@@ -40,3 +41,23 @@ func (ns *NS) Listen(network, addr string) (net.Listener, error) {
 
 // Path is the namespace's bind mount.
 func (ns *NS) Path() string { return netns.Path(ns.Name) }
+
+// ListenAndClose listens inside the namespace and accepts every connection,
+// closing it at once, until the test ends: a port that completes handshakes.
+func (ns *NS) ListenAndClose(t testing.TB, network, addr string) {
+	t.Helper()
+	l, err := ns.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}

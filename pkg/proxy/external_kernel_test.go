@@ -207,20 +207,7 @@ func TestKernelExternalPaths(t *testing.T) {
 		both(t, answers(outsider, "192.0.2.11:80", 2, 500*time.Millisecond), "")
 	})
 	t.Run("incoming localnet connections are blocked", func(t *testing.T) {
-		l, err := e.w.Node.Listen("tcp", "127.0.0.2:9099")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		e.w.Node.ListenAndClose(t, "tcp", "127.0.0.2:9099")
 		// Send to 127.0.0.2 through the node (127.0.0.1 stays the outsider's own).
 		outsider.MustRun(t, "ip", "route", "del", "local", "127.0.0.0/8", "dev", "lo", "table", "local")
 		outsider.MustRun(t, "ip", "route", "add", "127.0.0.0/8", "via", "172.18.0.2")

@@ -19,20 +19,7 @@ func TestConntrackFill(t *testing.T) {
 	for _, ns := range []*netnstest.NS{full, other} {
 		// Conntrack runs in a namespace only where a rule needs it.
 		ns.MustRun(t, "nft", "add table ip t; add chain ip t out { type filter hook output priority 0; }; add rule ip t out ct state new counter")
-		l, err := ns.Listen("tcp", "127.0.0.1:7070")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		ns.ListenAndClose(t, "tcp", "127.0.0.1:7070")
 	}
 	connects := func(ns *netnstest.NS) bool {
 		c, err := ns.Dial("tcp", "127.0.0.1:7070", 500*time.Millisecond)

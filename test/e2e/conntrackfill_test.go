@@ -13,8 +13,6 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/svcproxy/svcproxy/internal/netns"
 )
 
 // Filling a node's conntrack table, for the soak's "conntrack table full"
@@ -61,22 +59,6 @@ func conntrackMax() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// ctDial opens a ctnetlink socket in the network namespace ns.
-func ctDial(ns string) (*netlink.Conn, error) {
-	var conn *netlink.Conn
-	var derr error
-	if err := netns.Do(netns.Path(ns), func() error {
-		conn, derr = netlink.Dial(unix.NETLINK_NETFILTER, nil)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("ctnetlink in %s: %w", ns, derr)
-	}
-	return conn, nil
-}
-
 // fillConntrack adds filler entries to ns's conntrack table until the kernel
 // refuses one for want of room (ENOMEM), and returns how many it added. Each
 // is a flow from 198.18.0.0/15 (RFC 2544's benchmark range) to 192.0.2.1:9
@@ -86,7 +68,7 @@ func fillConntrack(ns string, timeout time.Duration) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	conn, err := ctDial(ns)
+	conn, err := dialNetfilter(ns)
 	if err != nil {
 		return 0, err
 	}
@@ -166,7 +148,7 @@ func fillerEntry(i int, timeout time.Duration) (netlink.Message, error) {
 // tuple, filtered by the mark, which the kernel applies to the namespace's
 // table alone.
 func drainConntrack(ns string) error {
-	conn, err := ctDial(ns)
+	conn, err := dialNetfilter(ns)
 	if err != nil {
 		return err
 	}

@@ -23,12 +23,9 @@ func nftMsg(typ uint16, flags netlink.HeaderFlags, family uint8, resID uint16, a
 	return netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags}, Data: append(data, attrs...)}
 }
 
-// holdTable swaps the table `ip name` in namespace ns, in one transaction, for an
-// empty one owned by a netlink socket that this test holds (NFT_TABLE_F_OWNER):
-// until release closes the socket, the kernel refuses every other program's change
-// to that table with EPERM. It stands for "another program holds the proxy's
-// table", an obstacle that kube-proxy and svcproxy meet in the same way.
-func holdTable(ns, name string) (release func(), err error) {
+// dialNetfilter opens a NETLINK_NETFILTER socket (nftables, ctnetlink) in
+// the network namespace ns; it stays there whatever thread uses it.
+func dialNetfilter(ns string) (*netlink.Conn, error) {
 	var conn *netlink.Conn
 	var derr error
 	if err := netns.Do(netns.Path(ns), func() error {
@@ -39,6 +36,19 @@ func holdTable(ns, name string) (release func(), err error) {
 	}
 	if derr != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", ns, derr)
+	}
+	return conn, nil
+}
+
+// holdTable swaps the table `ip name` in namespace ns, in one transaction, for an
+// empty one owned by a netlink socket that this test holds (NFT_TABLE_F_OWNER):
+// until release closes the socket, the kernel refuses every other program's change
+// to that table with EPERM. It stands for "another program holds the proxy's
+// table", an obstacle that kube-proxy and svcproxy meet in the same way.
+func holdTable(ns, name string) (release func(), err error) {
+	conn, err := dialNetfilter(ns)
+	if err != nil {
+		return nil, err
 	}
 	nameAttr := netlink.NewAttributeEncoder()
 	nameAttr.String(unix.NFTA_TABLE_NAME, name)

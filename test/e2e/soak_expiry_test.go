@@ -73,9 +73,22 @@ var soakProxyArgs = []string{"--vmodule=reflector=4"}
 
 // startProxy starts the node's proxy as the harness does, with
 // soakProxyArgs.
-func (s *soak) startProxy(n *node) error {
+func (s *soak) startProxy(n *node) error { return s.startProxyIn(n, "") }
+
+// startProxyIn is startProxy with the proxy put, before it runs, into the
+// cgroup whose cgroup.procs is procs (none if ""): a shell writes its own
+// pid there and execs `ip netns exec`, which execs the proxy, so the pid is
+// the proxy's. The shell runs outside the node's namespace: `ip netns exec`
+// mounts a sysfs of its own, without the cgroup hierarchies.
+func (s *soak) startProxyIn(n *node, procs string) error {
 	c := s.c
-	p, err := c.start("proxy-"+n.short, n.netns, append(c.proxyCommandAs(c.proxyKind, n), soakProxyArgs...)...)
+	argv := append(c.proxyCommandAs(c.proxyKind, n), soakProxyArgs...)
+	ns := n.netns
+	if procs != "" {
+		argv = append([]string{"sh", "-c", `echo $$ > "$0" && exec ip netns exec "$@"`, procs, n.netns}, argv...)
+		ns = ""
+	}
+	p, err := c.start("proxy-"+n.short, ns, argv...)
 	if err != nil {
 		return err
 	}

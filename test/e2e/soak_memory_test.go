@@ -181,22 +181,3 @@ func (s *soak) memoryLimit(f *faultRecord) {
 		s.restartProxy(n, f)
 	}
 }
-
-// startProxyIn is startProxy with the proxy put into the cgroup whose
-// cgroup.procs is procs before it runs: a shell writes its own pid there
-// and execs `ip netns exec`, which execs the proxy, so the pid is the
-// proxy's. The shell runs outside the node's namespace: `ip netns exec`
-// mounts a sysfs of its own, without the cgroup hierarchies.
-func (s *soak) startProxyIn(n *node, procs string) error {
-	c := s.c
-	argv := append(c.proxyCommandAs(c.proxyKind, n), soakProxyArgs...)
-	wrapped := append([]string{"sh", "-c", `echo $$ > "$0" && exec ip netns exec "$@"`, procs, n.netns}, argv...)
-	p, err := c.start("proxy-"+n.short, "", wrapped...)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.proxy, n.proxyKind = p, c.proxyKind
-	n.mu.Unlock()
-	return nil
-}
