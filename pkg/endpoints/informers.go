@@ -137,7 +137,7 @@ func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, e
 }
 
 // RegisterFuncs wires plain functions instead of trackers: upsert gets every
-// Service and EndpointSlice delivered (trimmed, as a tracker would), del every
+// Service and EndpointSlice delivered, del every
 // deletion a watch reports (a relist deletes nothing: the functions hold
 // nothing the feed could ask for). It is for the fleet benchmark (TestBenchFleet in test/e2e), where
 // hundreds of simulated proxies in one process count what they receive

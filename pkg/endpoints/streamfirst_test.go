@@ -75,7 +75,7 @@ func TestStreamFirstListOption(t *testing.T) {
 }
 
 // TestRegisterFuncsCounts: the plain functions get every listed Service and
-// EndpointSlice, trimmed, and hasSynced turns true once both lists are in.
+// EndpointSlice, and hasSynced turns true once both lists are in.
 func TestRegisterFuncsCounts(t *testing.T) {
 	client := fake.NewClientset(svcA(), sliceA1(readyEP("10.0.0.1")), sliceA2(readyEP("10.0.0.2")))
 	inf := NewInformers(fakeClients(client), nil, RetryOptions{})

@@ -26,7 +26,7 @@ func BenchmarkTrackerTopology(b *testing.B) {
 				before := heapInUse()
 				tr := NewTracker(TrackerOptions{})
 				for i := 0; i < n; i++ {
-					tr.OnServiceAdd(TrimService(benchService(i)))
+					tr.OnServiceAdd(benchService(i))
 					s := benchSlice(i, eps)
 					for j := range s.Endpoints {
 						e := &s.Endpoints[j]
@@ -39,7 +39,7 @@ func BenchmarkTrackerTopology(b *testing.B) {
 							e.Hints.ForNodes = []discoveryv1.ForNode{{Name: *e.NodeName}}
 						}
 					}
-					tr.OnEndpointSliceAdd(TrimEndpointSlice(s))
+					tr.OnEndpointSliceAdd(s)
 				}
 				tr.TakeChanges()
 				after := heapInUse()
