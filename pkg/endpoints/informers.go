@@ -137,12 +137,12 @@ func RegisterSynced(i Informers, trackers ...*Tracker) (hasSynced func() bool, e
 }
 
 // RegisterFuncs wires plain functions instead of trackers: upsert gets every
-// Service and EndpointSlice delivered, del every
-// deletion a watch reports (a relist deletes nothing: the functions hold
-// nothing the feed could ask for). It is for the fleet benchmark (TestBenchFleet in test/e2e), where
-// hundreds of simulated proxies in one process count what they receive
-// instead of keeping it: a tracker each would not fit in memory. Call it
-// before Start; hasSynced reports both initial lists delivered.
+// Service and EndpointSlice delivered, del every deletion a watch reports (a
+// relist deletes nothing: the functions hold nothing the feed could ask for).
+// It is for the fleet benchmark (TestBenchFleet in test/e2e), where hundreds
+// of simulated proxies in one process count what they receive instead of
+// keeping it: a tracker each would not fit in memory. Call it before Start;
+// hasSynced reports both initial lists delivered.
 func RegisterFuncs(i Informers, upsert, del func(obj any)) (hasSynced func() bool) {
 	i.services.upserts = append(i.services.upserts, upsert)
 	i.services.deletes = append(i.services.deletes, del)
