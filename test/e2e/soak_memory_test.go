@@ -163,7 +163,12 @@ func (s *soak) memoryLimit(f *faultRecord) {
 	q := n.proxy
 	n.mu.Unlock()
 	stats := cg.stats()
-	if !q.exited() {
+	failed := healthy != nil || q.exited()
+	switch {
+	case failed && !q.exited():
+		q.kill() // unhealthy under the limit: out of the cgroup with it
+		<-q.Done()
+	case !failed:
 		if err := cg.moveTo(home, q.pid()); err != nil {
 			f.err = fmt.Errorf("move the proxy back to %s: %w", home, err)
 		}
@@ -172,12 +177,8 @@ func (s *soak) memoryLimit(f *faultRecord) {
 		f.err = fmt.Errorf("remove %s: %w", cg.dir, err)
 	}
 	f.note = fmt.Sprintf("started in a cgroup limited to %d MiB (2x the RSS of %d MiB), held %v: %s", limit>>20, rss>>10, memoryHold, stats)
-	if healthy != nil || q.exited() {
+	if failed {
 		f.note += fmt.Sprintf("; the proxy did not run under the limit (healthy: %v; %s), restarted", healthy, errString(q.Err()))
-		if !q.exited() {
-			q.kill()
-			<-q.Done()
-		}
 		s.restartProxy(n, f)
 	}
 }
