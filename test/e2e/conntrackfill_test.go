@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,23 +29,12 @@ import (
 // ctFillMark marks the filler entries.
 const ctFillMark = 0x5eedf111
 
-// ctnetlink (linux/netfilter/nfnetlink_conntrack.h).
+// The ctnetlink values the netlink library does not name
+// (linux/netfilter/nfnetlink_conntrack.h, nf_conntrack_common.h); the rest are nl's.
 const (
-	ctMsgNew      = unix.NFNL_SUBSYS_CTNETLINK<<8 | 0 // IPCTNL_MSG_CT_NEW
-	ctMsgDelete   = unix.NFNL_SUBSYS_CTNETLINK<<8 | 2 // IPCTNL_MSG_CT_DELETE
-	ctaTupleOrig  = 1
-	ctaTupleReply = 2
-	ctaStatus     = 3
-	ctaTimeout    = 7
-	ctaMark       = 8
-	ctaMarkMask   = 21
-	ctaTupleIP    = 1
-	ctaTupleProto = 2
-	ctaIPv4Src    = 1
-	ctaIPv4Dst    = 2
-	ctaProtoNum   = 1
-	ctaProtoSrc   = 2
-	ctaProtoDst   = 3
+	ctMsgNew    = unix.NFNL_SUBSYS_CTNETLINK<<8 | nl.IPCTNL_MSG_CT_NEW
+	ctMsgDelete = unix.NFNL_SUBSYS_CTNETLINK<<8 | nl.IPCTNL_MSG_CT_DELETE
+	ctaMarkMask = 21 // CTA_MARK_MASK
 	// IPS_SEEN_REPLY | IPS_ASSURED | IPS_CONFIRMED: a created entry is
 	// CONFIRMED already, and a status that clears the bit is refused (EBUSY).
 	ctStatusAssured = 1<<1 | 1<<2 | 1<<3
@@ -113,15 +103,15 @@ func fillerEntry(i int, timeout time.Duration) (netlink.Message, error) {
 	}
 	tuple := func(src, dst [4]byte, sport, dport uint16) func(*netlink.AttributeEncoder) error {
 		return func(ae *netlink.AttributeEncoder) error {
-			ae.Nested(ctaTupleIP|unix.NLA_F_NESTED, func(ae *netlink.AttributeEncoder) error {
-				ae.Bytes(ctaIPv4Src, src[:])
-				ae.Bytes(ctaIPv4Dst, dst[:])
+			ae.Nested(nl.CTA_TUPLE_IP|unix.NLA_F_NESTED, func(ae *netlink.AttributeEncoder) error {
+				ae.Bytes(nl.CTA_IP_V4_SRC, src[:])
+				ae.Bytes(nl.CTA_IP_V4_DST, dst[:])
 				return nil
 			})
-			ae.Nested(ctaTupleProto|unix.NLA_F_NESTED, func(ae *netlink.AttributeEncoder) error {
-				ae.Uint8(ctaProtoNum, proto)
-				ae.Uint16(ctaProtoSrc, sport)
-				ae.Uint16(ctaProtoDst, dport)
+			ae.Nested(nl.CTA_TUPLE_PROTO|unix.NLA_F_NESTED, func(ae *netlink.AttributeEncoder) error {
+				ae.Uint8(nl.CTA_PROTO_NUM, proto)
+				ae.Uint16(nl.CTA_PROTO_SRC_PORT, sport)
+				ae.Uint16(nl.CTA_PROTO_DST_PORT, dport)
 				return nil
 			})
 			return nil
@@ -129,11 +119,11 @@ func fillerEntry(i int, timeout time.Duration) (netlink.Message, error) {
 	}
 	ae := netlink.NewAttributeEncoder()
 	ae.ByteOrder = binary.BigEndian
-	ae.Nested(ctaTupleOrig|unix.NLA_F_NESTED, tuple(src, dst, sport, dport))
-	ae.Nested(ctaTupleReply|unix.NLA_F_NESTED, tuple(dst, src, dport, sport))
-	ae.Uint32(ctaStatus, ctStatusAssured)
-	ae.Uint32(ctaTimeout, uint32(timeout/time.Second))
-	ae.Uint32(ctaMark, ctFillMark)
+	ae.Nested(nl.CTA_TUPLE_ORIG|unix.NLA_F_NESTED, tuple(src, dst, sport, dport))
+	ae.Nested(nl.CTA_TUPLE_REPLY|unix.NLA_F_NESTED, tuple(dst, src, dport, sport))
+	ae.Uint32(nl.CTA_STATUS, ctStatusAssured)
+	ae.Uint32(nl.CTA_TIMEOUT, uint32(timeout/time.Second))
+	ae.Uint32(nl.CTA_MARK, ctFillMark)
 	b, err := ae.Encode()
 	if err != nil {
 		return netlink.Message{}, err
@@ -155,7 +145,7 @@ func drainConntrack(ns string) error {
 	defer conn.Close()
 	ae := netlink.NewAttributeEncoder()
 	ae.ByteOrder = binary.BigEndian
-	ae.Uint32(ctaMark, ctFillMark)
+	ae.Uint32(nl.CTA_MARK, ctFillMark)
 	ae.Uint32(ctaMarkMask, 0xffffffff)
 	b, err := ae.Encode()
 	if err != nil {
