@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,6 +93,11 @@ func TestMain(m *testing.M) {
 		}
 	} else {
 		fmt.Fprintf(os.Stderr, "e2enode: logs kept in %s\n", c.logDir)
+	}
+	if err != nil {
+		// Last, so that the tail CI keeps says why.
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(os.Stderr, "e2enode: the cluster did not come up: %s\n", first)
 	}
 	os.Exit(code)
 }
