@@ -26,11 +26,11 @@ import (
 
 // fleetProxy is one simulated svcproxy of TestBenchFleet: svcproxy's own
 // informer code (the Service and EndpointSlice reflectors with pagedLister,
-// streamList and the feed's trimming transform, the ServiceCIDR informer and
-// the own-Node watch, as pkg/agent starts them) on an HTTP client of its own,
-// as a separate process would have, feeding counters instead of trackers: a
-// tracker per proxy at 30k Services would not fit 200 times in memory, and the
-// point is what the API server pays.
+// streamList and the feed, the ServiceCIDR informer and the own-Node watch, as
+// pkg/agent starts them) on an HTTP client of its own, as a separate process
+// would have, feeding counters instead of trackers: a tracker per proxy at 30k
+// Services would not fit 200 times in memory, and the point is what the API
+// server pays.
 type fleetProxy struct {
 	name    string
 	http    *http.Client
