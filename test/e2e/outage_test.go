@@ -194,7 +194,7 @@ func familyEndpoint(p corev1.Pod, f corev1.IPFamily) discoveryv1.Endpoint {
 }
 
 // waitRulesetsHold waits until every node's proxy ruleset names each of
-// addrs (as a whole address: 10.244.1.2 is not in 10.244.1.23).
+// addrs (readback.NamesAddr).
 func waitRulesetsHold(t *testing.T, c *cluster, addrs []string) {
 	t.Helper()
 	poll.Eventually(t, time.Minute, "every node's proxy holds the Service", func() (bool, string) {
@@ -203,35 +203,14 @@ func waitRulesetsHold(t *testing.T, c *cluster, addrs []string) {
 			if err != nil {
 				return false, fmt.Sprintf("ruleset on %s: %v", n.name, err)
 			}
-			text := strings.Join(rs, "\n")
 			for _, a := range addrs {
-				if !holdsAddr(text, a) {
+				if !readback.NamesAddr(rs, a) {
 					return false, fmt.Sprintf("%s's ruleset does not name %s", n.name, a)
 				}
 			}
 		}
 		return true, ""
 	})
-}
-
-// holdsAddr reports whether text names addr as a whole address.
-func holdsAddr(text, addr string) bool {
-	partOfAddr := func(b byte) bool {
-		return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || b == '.' || b == ':'
-	}
-	for i := 0; ; {
-		j := strings.Index(text[i:], addr)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(addr)
-		before := start == 0 || !partOfAddr(text[start-1])
-		after := end == len(text) || (text[end] < '0' || text[end] > '9') && (text[end] < 'a' || text[end] > 'f')
-		if before && after {
-			return true
-		}
-		i = start + 1
-	}
 }
 
 // checkRules fails the test for every line of the proxy's ruleset that a

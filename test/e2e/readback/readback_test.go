@@ -223,3 +223,23 @@ func TestHistogramQuantileWithLabels(t *testing.T) {
 		t.Errorf("q0.75 = %v (n %v), want 0.375 (n 100)", got, n)
 	}
 }
+
+func TestNamesAddr(t *testing.T) {
+	for _, c := range []struct {
+		line, addr string
+		want       bool
+	}{
+		{"elements = { 10.96.0.10 . tcp . 80 . 0 : 10.244.1.2 . 80 }", "10.244.1.2", true},
+		{"elements = { 10.96.0.10 . tcp . 80 . 0 : 10.244.1.23 . 80 }", "10.244.1.2", false},
+		{"dnat to 10.244.1.2:80", "10.244.1.2", true},
+		{"dnat to 110.244.1.2:80", "10.244.1.2", false},
+		{"ip daddr 10.96.12.117 tcp dport 80", "10.96.12.117", true},
+		{"dnat to [fd00:10:244:1::2]:80", "fd00:10:244:1::2", true},
+		{"dnat to [fd00:10:244:1::2a]:80", "fd00:10:244:1::2", false},
+		{"10.244.1.2", "10.244.1.2", true},
+	} {
+		if got := NamesAddr([]string{"table ip svcproxy { # handle 7", c.line}, c.addr); got != c.want {
+			t.Errorf("NamesAddr(%q, %q) = %v, want %v", c.line, c.addr, got, c.want)
+		}
+	}
+}

@@ -38,3 +38,15 @@ func Removed(before, after []string) []string {
 	}
 	return out
 }
+
+// NamesAddr reports whether one of a listing's lines names addr as a whole
+// address: 10.244.1.2 is not named by 10.244.1.23 nor by 110.244.1.2.
+func NamesAddr(lines []string, addr string) bool {
+	whole := regexp.MustCompile(`(^|[^0-9a-f.:])` + regexp.QuoteMeta(addr) + `($|[^0-9a-f])`)
+	for _, l := range lines {
+		if whole.MatchString(l) {
+			return true
+		}
+	}
+	return false
+}
