@@ -2,11 +2,16 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
 	"io"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,22 +22,34 @@ import (
 )
 
 // fakeAPIServer answers every request with an empty ServiceList in JSON and
-// remembers the Accept and Content-Type headers of the requests it saw.
+// remembers the Accept and Accept-Encoding headers of the requests it saw.
 type fakeAPIServer struct {
 	*httptest.Server
-	mu      sync.Mutex
-	accepts []string
+	mu        sync.Mutex
+	accepts   []string
+	encodings []string
 }
 
-func newFakeAPIServer(t *testing.T) *fakeAPIServer {
+func newFakeAPIServer(t *testing.T) *fakeAPIServer { return startFakeAPIServer(t, false) }
+
+// startFakeAPIServer starts the fake, serving TLS if asked: client-go's
+// transport for plain HTTP is http.DefaultTransport whatever the config asks
+// of compression.
+func startFakeAPIServer(t *testing.T, tls bool) *fakeAPIServer {
 	f := &fakeAPIServer{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.accepts = append(f.accepts, r.Header.Get("Accept"))
+		f.encodings = append(f.encodings, r.Header.Get("Accept-Encoding"))
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
 	}))
+	if tls {
+		f.StartTLS()
+	} else {
+		f.Start()
+	}
 	t.Cleanup(f.Close)
 	return f
 }
@@ -44,6 +61,52 @@ func (f *fakeAPIServer) lastAccept() string {
 		return ""
 	}
 	return f.accepts[len(f.accepts)-1]
+}
+
+func (f *fakeAPIServer) lastEncoding() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.encodings) == 0 {
+		return ""
+	}
+	return f.encodings[len(f.encodings)-1]
+}
+
+// TestClusterClientCompression: responses are asked for gzipped, as client-go
+// (and so kube-proxy) asks by default, unless the --kubeconfig's cluster sets
+// disable-compression (docs/bench.md, "Compression at fleet scale").
+func TestClusterClientCompression(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		disable bool
+		want    string
+	}{
+		{name: "default: gzip", want: "gzip"},
+		{name: "disable-compression", disable: true, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := startFakeAPIServer(t, true)
+			ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw}))
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n    disable-compression: %t\n"+
+				"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {}\ncurrent-context: c\n", api.URL, ca, tc.disable)
+			if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// As kubeadm's config file names its kubeconfig.
+			o := testOptions(t, func(c *kubeproxyconfig.KubeProxyConfiguration) { c.ClientConnection.Kubeconfig = kc }, Options{})
+			client, err := clusterClient(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.core.Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := api.lastEncoding(); got != tc.want {
+				t.Errorf("Accept-Encoding %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 // TestClusterClientContentTypes: the client asks for protobuf by default, as

@@ -24,11 +24,13 @@ import (
 // into etcd and the apiserver restarted on them (as E2E_BENCH_WRITE=etcd), once
 // per E2E_FLEET_MODES (default "list watch-list"): "list" is svcproxy's first
 // List from the watch cache, "watch-list" kube-proxy's first watch-list
-// (endpoints.Clients.StreamFirstList). Measured: kube-apiserver's and etcd's
-// CPU from the start until every proxy synced (and fleetAfter more), its peak
-// RSS (VmHWM, reset at the start), the time until the last proxy synced, and
-// the 429s and other failures the requests got. hack/bench.sh runs it with
-// BENCH_FLEET; E2E_FLEET_OUT is a file the runs are appended to as JSON lines.
+// (endpoints.Clients.StreamFirstList), "list-uncompressed" the List asked for
+// without gzip (a kubeconfig's disable-compression). Measured: kube-apiserver's
+// and etcd's CPU from the start until every proxy synced (and fleetAfter more),
+// its peak RSS (VmHWM, reset at the start), the time until the last proxy
+// synced, the 429s and other failures the requests got, and the bytes read.
+// hack/bench.sh runs it with BENCH_FLEET; E2E_FLEET_OUT is a file the runs are
+// appended to as JSON lines.
 func TestBenchFleet(t *testing.T) {
 	if os.Getenv("E2E_FLEET") == "" {
 		t.Skip("E2E_FLEET not set: run by hack/bench.sh with BENCH_FLEET")
@@ -44,8 +46,8 @@ func TestBenchFleet(t *testing.T) {
 	}
 	modes := strings.Fields(envOr("E2E_FLEET_MODES", "list watch-list"))
 	for _, m := range modes {
-		if m != "list" && m != "watch-list" {
-			t.Fatalf("E2E_FLEET_MODES: %q: want list or watch-list", m)
+		if m != fleetList && m != fleetWatchList && m != fleetListUncompressed {
+			t.Fatalf("E2E_FLEET_MODES: %q: want %s, %s or %s", m, fleetList, fleetWatchList, fleetListUncompressed)
 		}
 	}
 	ctx := ctxFor(t, 3*time.Hour)
@@ -87,7 +89,7 @@ func (c *cluster) fleetOne(ctx context.Context, mode string, n, services int) (*
 	}
 	proxies := make([]*fleetProxy, n)
 	for i := range proxies {
-		if proxies[i], err = c.newFleetProxy(i, mode == "watch-list", stats); err != nil {
+		if proxies[i], err = c.newFleetProxy(i, mode, stats); err != nil {
 			return nil, err
 		}
 	}
@@ -150,9 +152,14 @@ func (c *cluster) fleetOne(ctx context.Context, mode string, n, services int) (*
 	r.Requests, r.TooMany, r.ServerErr = stats.requests.Load(), stats.tooMany.Load(), stats.serverErr.Load()
 	r.OtherErr, r.Failed = stats.otherErr.Load(), stats.failed.Load()
 	// The mode must be what was measured: a first list per proxy and kind.
-	if first := map[string]int64{"list": stats.lists.Load(), "watch-list": stats.watchLists.Load()}[mode]; first < int64(2*n) {
+	if first := map[string]int64{fleetList: stats.lists.Load(), fleetListUncompressed: stats.lists.Load(), fleetWatchList: stats.watchLists.Load()}[mode]; first < int64(2*n) {
 		return nil, fmt.Errorf("mode %s, but %s: want 2 first lists per proxy of that kind", mode, stats)
 	}
+	// Every proxy's two big lists come gzipped, or none does.
+	if r.Gzipped = stats.gzipped.Load(); (mode == fleetListUncompressed) != (r.Gzipped == 0) || (r.Gzipped != 0 && r.Gzipped < int64(2*n)) {
+		return nil, fmt.Errorf("mode %s, but %s", mode, stats)
+	}
+	r.WireMiB = float64(stats.wire.Load()) / (1 << 20)
 	r.Finished = time.Now().UTC().Format(time.RFC3339)
 	c.logf("fleet: %d proxies (%s): last synced at %.1f s (p50 %.1f s), apiserver CPU %.1f s (%.1f s with %v after), etcd %.1f s, apiserver RSS %.0f MiB -> peak %.0f MiB, fleet's own CPU %.1f s, %d connections, load %.1f; %s",
 		n, mode, r.SyncLastS, r.SyncP50S, r.APICPU, r.APICPUAfter, fleetAfter, r.EtcdCPU, r.APIRSSStartMiB, r.APIPeakMiB, r.ClientCPU, r.Conns, r.Load, stats)

@@ -8,10 +8,17 @@ import (
 	"time"
 )
 
+// The ways a fleet's proxies take their first lists.
+const (
+	fleetList             = "list"              // svcproxy's first List, gzipped as client-go asks by default
+	fleetWatchList        = "watch-list"        // kube-proxy's streamed first list
+	fleetListUncompressed = "list-uncompressed" // the List, with a kubeconfig's disable-compression
+)
+
 // fleetRun is one rollout of TestBenchFleet: n simulated proxies starting
 // their list+watch together, and what the control plane paid for it.
 type fleetRun struct {
-	Mode     string `json:"mode"` // "list" (svcproxy's first List) or "watch-list" (kube-proxy's)
+	Mode     string `json:"mode"` // fleetList, fleetWatchList or fleetListUncompressed
 	Proxies  int    `json:"proxies"`
 	Services int    `json:"services"`
 	// Until the last proxy synced (Services and EndpointSlices both listed).
@@ -36,7 +43,11 @@ type fleetRun struct {
 	OtherErr  int64   `json:"status_other_4xx"`
 	Failed    int64   `json:"failed"`
 	Load      float64 `json:"loadavg"` // 1-minute, when the last proxy synced
-	Finished  string  `json:"finished"`
+	// Gzipped counts the responses that came compressed; WireMiB is what the
+	// fleet read from its connections until fleetAfter past the last sync.
+	Gzipped  int64   `json:"gzipped"`
+	WireMiB  float64 `json:"wire_mib"`
+	Finished string  `json:"finished"`
 }
 
 // fleetAfter is how long the CPU is still counted after the last sync: the

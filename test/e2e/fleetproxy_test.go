@@ -53,11 +53,15 @@ type fleetProxy struct {
 type fleetHTTPStats struct {
 	requests, lists, watchLists, watches atomic.Int64
 	tooMany, serverErr, otherErr, failed atomic.Int64
+	// gzipped counts the responses the transport decompressed; wire the bytes
+	// read from the API server's connections (TLS records, so what crossed the
+	// network).
+	gzipped, wire atomic.Int64
 }
 
 func (s *fleetHTTPStats) String() string {
-	return fmt.Sprintf("%d requests (%d lists, %d watch-lists, %d watches), %d 429s, %d 5xx, %d other 4xx, %d failed",
-		s.requests.Load(), s.lists.Load(), s.watchLists.Load(), s.watches.Load(),
+	return fmt.Sprintf("%d requests (%d lists, %d watch-lists, %d watches; %d gzipped, %.0f MiB read), %d 429s, %d 5xx, %d other 4xx, %d failed",
+		s.requests.Load(), s.lists.Load(), s.watchLists.Load(), s.watches.Load(), s.gzipped.Load(), float64(s.wire.Load())/(1<<20),
 		s.tooMany.Load(), s.serverErr.Load(), s.otherErr.Load(), s.failed.Load())
 }
 
@@ -91,6 +95,9 @@ func (c countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode >= 400:
 		s.otherErr.Add(1)
 	}
+	if err == nil && resp.Uncompressed {
+		s.gzipped.Add(1)
+	}
 	return resp, err
 }
 
@@ -100,7 +107,7 @@ func (c countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 // of its own: client-go shares one transport (so one HTTP/2 connection) among
 // configs it finds equal, and a distinct Dial makes them unequal, so every
 // proxy has its own connection; TestBenchFleet counts them.
-func (c *cluster) newFleetProxy(i int, streamFirst bool, stats *fleetHTTPStats) (*fleetProxy, error) {
+func (c *cluster) newFleetProxy(i int, mode string, stats *fleetHTTPStats) (*fleetProxy, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.proxyKC)
 	if err != nil {
 		return nil, fmt.Errorf("fleet proxy %d: kubeconfig: %w", i, err)
@@ -109,8 +116,14 @@ func (c *cluster) newFleetProxy(i int, streamFirst bool, stats *fleetHTTPStats) 
 	dial := netns.DialFunc(c.cp().netns, 10*time.Second)
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		p.dials.Add(1)
-		return dial(ctx, network, addr)
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wireCountingConn{Conn: conn, read: &stats.wire}, nil
 	}
+	// What a kubeconfig's disable-compression sets.
+	cfg.DisableCompression = mode == fleetListUncompressed
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt: rt, stats: stats} }
 	cfg.UserAgent = "svcproxy"
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -128,7 +141,7 @@ func (c *cluster) newFleetProxy(i int, streamFirst bool, stats *fleetHTTPStats) 
 		return nil, fmt.Errorf("fleet proxy %d: %w", i, err)
 	}
 	clients := endpoints.Clients{Core: p.core, Discovery: p.discovery,
-		CoreREST: p.core.RESTClient(), DiscoveryREST: p.discovery.RESTClient(), StreamFirstList: streamFirst}
+		CoreREST: p.core.RESTClient(), DiscoveryREST: p.discovery.RESTClient(), StreamFirstList: mode == fleetWatchList}
 	// pkg/agent's selector: Services of other proxies and headless ones are left out.
 	p.inf = endpoints.NewInformers(clients, func(lo *metav1.ListOptions) {
 		lo.LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
@@ -147,6 +160,18 @@ func (p *fleetProxy) start(ctx context.Context) {
 	// Its Node does not exist: one object less to list, the same requests.
 	// wait 0: node.Watch returns at once and leaves the informer running.
 	go nodewatch.Watch(ctx, p.core, nil, p.name, 0)
+}
+
+// wireCountingConn counts the bytes read from the API server.
+type wireCountingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c wireCountingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
 }
 
 // close drops the proxy's idle connections once its informers stopped.
