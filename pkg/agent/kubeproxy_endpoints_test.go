@@ -54,22 +54,17 @@ func startFakeAPIServer(t *testing.T, tls bool) *fakeAPIServer {
 	return f
 }
 
-func (f *fakeAPIServer) lastAccept() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.accepts) == 0 {
-		return ""
-	}
-	return f.accepts[len(f.accepts)-1]
-}
+func (f *fakeAPIServer) lastAccept() string { return f.last(&f.accepts) }
 
-func (f *fakeAPIServer) lastEncoding() string {
+func (f *fakeAPIServer) lastEncoding() string { return f.last(&f.encodings) }
+
+func (f *fakeAPIServer) last(seen *[]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.encodings) == 0 {
+	if len(*seen) == 0 {
 		return ""
 	}
-	return f.encodings[len(f.encodings)-1]
+	return (*seen)[len(*seen)-1]
 }
 
 // TestClusterClientCompression: responses are asked for gzipped, as client-go
