@@ -41,8 +41,9 @@
 # simulated proxies (svcproxy's informers, in one process, one connection each)
 # list and watch BENCH_FLEET_SERVICES (default 30000) Services x10 together, once
 # with svcproxy's first List and once with kube-proxy's first watch-list
-# (BENCH_FLEET_MODES; "list-uncompressed" is the List without gzip), measuring kube-apiserver's CPU and peak RSS; see
-# docs/bench.md, "The fleet's view: a rollout". JSON lines in BENCH_OUT/fleet.jsonl.
+# (BENCH_FLEET_MODES; "list-uncompressed" is the List without gzip), measuring
+# kube-apiserver's CPU and peak RSS; see docs/bench.md, "The fleet's view: a
+# rollout". JSON lines in BENCH_OUT/fleet.jsonl.
 # BENCH_OUT=DIR keeps the JSON lines (default: a temporary directory); BENCH_PLOTS=DIR
 # is where the plots go (default docs/bench).
 set -euo pipefail
