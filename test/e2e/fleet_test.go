@@ -155,8 +155,9 @@ func (c *cluster) fleetOne(ctx context.Context, mode string, n, services int) (*
 	if first := map[string]int64{fleetList: stats.lists.Load(), fleetListUncompressed: stats.lists.Load(), fleetWatchList: stats.watchLists.Load()}[mode]; first < int64(2*n) {
 		return nil, fmt.Errorf("mode %s, but %s: want 2 first lists per proxy of that kind", mode, stats)
 	}
-	// Every proxy's two big lists come gzipped, or none does.
-	if r.Gzipped = stats.gzipped.Load(); (mode == fleetListUncompressed) != (r.Gzipped == 0) || (r.Gzipped != 0 && r.Gzipped < int64(2*n)) {
+	// Every proxy's two big first lists come gzipped, or, uncompressed, none.
+	r.Gzipped = stats.gzipped.Load()
+	if gzip := mode != fleetListUncompressed; gzip && r.Gzipped < int64(2*n) || !gzip && r.Gzipped > 0 {
 		return nil, fmt.Errorf("mode %s, but %s", mode, stats)
 	}
 	r.WireMiB = float64(stats.wire.Load()) / (1 << 20)
