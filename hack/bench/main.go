@@ -58,8 +58,12 @@ type result struct {
 	RSSMiB     float64 `json:"rss_mib"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	HeapMiB    float64 `json:"heap_after_gc_mib"`
-	EndRSSMiB  float64 `json:"rss_end_mib"`
-	EndHeapMiB float64 `json:"heap_end_mib"`
+	// The pointer-holding part of the heap before the cold sync (the tracker)
+	// and after it: what each collection marks.
+	ScanBeforeMiB float64 `json:"heap_scan_before_mib"`
+	ScanMiB       float64 `json:"heap_scan_mib"`
+	EndRSSMiB     float64 `json:"rss_end_mib"`
+	EndHeapMiB    float64 `json:"heap_end_mib"`
 	*churnResult
 	*dataplaneResult
 }
@@ -189,6 +193,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 		go b.p.WatchForeignChanges(ctx)
 	}
 	heapMiB()
+	scanBefore := scanMiB()
 
 	load := loadAvg()
 	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
@@ -204,6 +209,7 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	r.HeapMiB = heapMiB()
+	r.ScanBeforeMiB, r.ScanMiB = scanBefore, scanMiB()
 	if hp := os.Getenv("BENCH_HEAPPROFILE"); hp != "" {
 		f, _ := os.Create(hp)
 		_ = pprof.WriteHeapProfile(f)

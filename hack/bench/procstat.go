@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,17 @@ func heapMiB() float64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return float64(ms.HeapInuse) / (1 << 20)
+}
+
+// scanMiB is the part of the heap that holds pointers, as of the last
+// collection: what every collection marks (heapMiB runs one first).
+func scanMiB() float64 {
+	s := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64()) / (1 << 20)
 }
 
 // cpuTime is the user and system CPU this process used so far (the kernel's work
