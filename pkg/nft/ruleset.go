@@ -256,6 +256,14 @@ func (f *Fragment) Datums(ds ...Datum) []Datum {
 	return f.datums[start:len(f.datums):len(f.datums)]
 }
 
+// Concat is Datums(ds..., more...): a key that extends another, without a slice
+// for the two together.
+func (f *Fragment) Concat(ds []Datum, more ...Datum) []Datum {
+	start := len(f.datums)
+	f.datums = append(append(f.datums, ds...), more...)
+	return f.datums[start:len(f.datums):len(f.datums)]
+}
+
 // Reset empties f for rendering the next owner into it, keeping the memory of
 // its elements and of their Datums: a cold sync renders every Service once and
 // the ruleset copies each element into its owner's arena, so that memory was a

@@ -113,7 +113,7 @@ func externalSetsOf(sp endpoints.ServicePort, eps []endpoints.Endpoint, at endpo
 // load balancer IP (plus a firewall element when source ranges guard it) and per
 // NodePort, and their endpoint elements. Changing endpoints changes map elements,
 // and a changed count one dispatch element, as for ClusterIPs.
-func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint, o Options) {
+func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps []endpoints.Endpoint, o Options, last lastRendering) {
 	if !sp.External() {
 		return
 	}
@@ -128,7 +128,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 		path := addrPath(a)
 		f.Elements = append(f.Elements, nft.Element{Set: mapExternalIPs, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
 			Comment: sp.Name.String()})
-		path.endpointElements(f, func(slot int) []nft.Datum { return f.Datums(key[0], key[1], key[2], nft.Int(uint32(slot))) }, x)
+		path.endpointElements(f, key, x, last)
 		if isLB[a] && sp.SourceRanges != "" {
 			fw := firewallChain(sp.SourceRanges)
 			f.Shared = append(f.Shared, fw)
@@ -141,7 +141,7 @@ func renderExternal(f *nft.Fragment, sp endpoints.ServicePort, proto uint8, eps 
 		path := nodePortPath(sp.NodePort, fieldsOf(o.Family))
 		f.Elements = append(f.Elements, nft.Element{Set: mapServiceNodePorts, Key: key, Verdict: path.verdict(f, sp, proto, x, o),
 			Comment: sp.Name.String()})
-		path.endpointElements(f, func(slot int) []nft.Datum { return f.Datums(key[0], key[1], nft.Int(uint32(slot))) }, x)
+		path.endpointElements(f, key, x, last)
 	}
 	for _, e := range x.local {
 		// A local endpoint may be one the cluster set lacks (a terminating one while
@@ -168,18 +168,14 @@ func (x externalPath) verdict(f *nft.Fragment, sp endpoints.ServicePort, proto u
 	return &nft.Verdict{Kind: nft.Goto, Chain: c.Name}
 }
 
-// endpointElements adds the endpoint map elements of one key: the cluster set from
-// slot 0, the local set from localSlots.
-func (x externalPath) endpointElements(f *nft.Fragment, key func(slot int) []nft.Datum, s externalSets) {
-	for slot, e := range s.cluster {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(slot), Data: f.Datums(nft.IP(e.Addr()), nft.Port(e.Port))})
-	}
+// endpointElements adds the endpoint map elements of one key (the dispatch
+// element's): the cluster set from slot 0, the local set from localSlots.
+func (x externalPath) endpointElements(f *nft.Fragment, key []nft.Datum, s externalSets, last lastRendering) {
+	slotElements(f, x.emap, key, 0, s.cluster, last)
 	if len(s.cluster) == 0 {
 		return // nothing to pick from: the dispatch rejects
 	}
-	for slot, e := range s.local {
-		f.Elements = append(f.Elements, nft.Element{Set: x.emap, Key: key(localSlots + slot), Data: f.Datums(nft.IP(e.Addr()), nft.Port(e.Port))})
-	}
+	slotElements(f, x.emap, key, localSlots, s.local, last)
 }
 
 // noEndpointsVerdict rejects: TCP with a reset, others with ICMP port unreachable.

@@ -23,7 +23,8 @@ var protoNumbers = map[string]uint8{"TCP": nft.ProtoTCP, "UDP": nft.ProtoUDP, "S
 //
 // A port with n endpoints goes to the shared chain lb-n, whose one rule looks the
 // endpoint up in the endpoints map under ClusterIP . proto . port . (random mod n).
-// Replacing an endpoint then only swaps map elements, and a change of n swaps one
+// Replacing an endpoint then only swaps the map element of its slot (the sync loop
+// keeps the other endpoints in theirs: keepSlots), and a change of n swaps one
 // dispatch element: the kernel re-validates chains reachable from the dispatch map,
 // a few per endpoint count, instead of a rule per endpoint of every Service.
 // A ClientIP-affinity port goes to sticky-n-SS, which first looks the client up in
@@ -39,13 +40,14 @@ func RenderService(ports []endpoints.ServicePort, eps endpoints.ByPort, node str
 // externalTrafficPolicy: Local port sends to cluster-wide endpoints.
 func RenderServiceWith(ports []endpoints.ServicePort, eps endpoints.ByPort, o Options) nft.Fragment {
 	var f nft.Fragment
-	renderServiceInto(&f, ports, eps, o)
+	renderServiceInto(&f, ports, eps, o, lastRendering{})
 	return f
 }
 
 // renderServiceInto is RenderServiceWith into f, which a sync reuses from one
-// Service to the next (nft.Fragment.Reset).
-func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpoints.ByPort, o Options) {
+// Service to the next (nft.Fragment.Reset). Endpoints keep the slots they had in
+// last, the Service's last rendering (keepSlots); RenderServiceWith knows none.
+func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpoints.ByPort, o Options, last lastRendering) {
 	fam := fieldsOf(o.Family)
 	for _, sp := range ports {
 		proto, ok := protoNumbers[sp.Name.Protocol]
@@ -70,7 +72,7 @@ func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpo
 		f.Elements = slices.Grow(f.Elements, len(usable)+hairpins+3)
 		dispatch := nft.Element{Set: mapServiceIPs, Key: f.Datums(nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port)),
 			Comment: sp.Name.String()}
-		renderExternal(f, sp, proto, eps.Endpoints(sp.Name), o)
+		renderExternal(f, sp, proto, eps.Endpoints(sp.Name), o, last)
 		switch {
 		case noLocal:
 			// kube-proxy drops rather than rejects here: the Service has endpoints,
@@ -89,11 +91,7 @@ func renderServiceInto(f *nft.Fragment, ports []endpoints.ServicePort, eps endpo
 			}
 			f.Shared = append(f.Shared, lb)
 			dispatch.Verdict = &nft.Verdict{Kind: nft.Goto, Chain: lb.Name}
-			for slot, e := range usable {
-				f.Elements = append(f.Elements, nft.Element{Set: endpointsMap(sp.ClusterIP),
-					Key:  f.Datums(nft.IP(sp.ClusterIP), nft.Proto(proto), nft.Port(sp.Port), nft.Int(uint32(slot))),
-					Data: f.Datums(nft.IP(e.Addr()), nft.Port(e.Port))})
-			}
+			slotElements(f, endpointsMap(sp.ClusterIP), dispatch.Key, 0, usable, last)
 		}
 		f.Elements = append(f.Elements, dispatch, nft.Element{Set: setClusterIPs, Key: f.Datums(nft.IP(sp.ClusterIP))})
 		for _, e := range usable {

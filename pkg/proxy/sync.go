@@ -128,7 +128,7 @@ func (p *Proxy) renderService(snap endpoints.Snapshot, k endpoints.ServiceKey, o
 	svc := snap.Service(k)
 	ports := svc.Ports()
 	p.scratch.Reset()
-	renderServiceInto(&p.scratch, ports, svc, p.cfg.Options)
+	renderServiceInto(&p.scratch, ports, svc, p.cfg.Options, lastRendering{p.desired, owner})
 	f := p.lb.intern(p.scratch)
 	p.desired.SetFragment(owner, f)
 	p.serving.render(owner, servingOf(ports, svc))
