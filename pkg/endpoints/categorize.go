@@ -10,8 +10,13 @@ import (
 // fallback, which keeps a Service answering during a rolling update whose old
 // pods are draining); never the others. Sorted by Addr then Port whatever the
 // input order, so renderers produce deterministic output. It returns nil when
-// nothing is usable and never aliases eps.
+// nothing is usable, and eps itself when every endpoint is ready and eps is in
+// that order already (a snapshot's lists are: the common case, which took a copy
+// of every endpoint list a sync rendered), so the result is for reading only.
 func UsableEndpoints(eps []Endpoint) []Endpoint {
+	if len(eps) > 0 && readyInOrder(eps) {
+		return eps
+	}
 	ready := make([]Endpoint, 0, len(eps)) // usually all of them
 	var fallback []Endpoint
 	for _, e := range eps {
@@ -28,6 +33,17 @@ func UsableEndpoints(eps []Endpoint) []Endpoint {
 	}
 	slices.SortFunc(out, func(a, b Endpoint) int { return cmp.Or(compareEndpoints(a, b), compareConditions(a, b)) })
 	return out
+}
+
+// readyInOrder reports whether every endpoint of eps is ready and eps is sorted by
+// Addr then Port without two alike: what UsableEndpoints would return anyway.
+func readyInOrder(eps []Endpoint) bool {
+	for i, e := range eps {
+		if !e.Ready || i > 0 && compareEndpoints(eps[i-1], e) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // compareConditions orders endpoints for the same address by preference:

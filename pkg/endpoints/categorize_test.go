@@ -30,6 +30,9 @@ func TestUsableEndpoints(t *testing.T) {
 		{"fallback to serving+terminating when none ready", []Endpoint{drainingD, notReady, drainingC, deadTerm}, []Endpoint{drainingC, drainingD}},
 		{"serving but not terminating is never a fallback", []Endpoint{servingNotTerm, notReady}, nil},
 		{"neither ready nor serving => nothing", []Endpoint{notReady, deadTerm}, nil},
+		{"ready and in order: as given", []Endpoint{readyA, readyB, readyB81}, []Endpoint{readyA, readyB, readyB81}},
+		{"in order, one not ready", []Endpoint{readyA, readyB, drainingC}, []Endpoint{readyA, readyB}},
+		{"ready, one address and port twice", []Endpoint{readyA, readyB, readyB}, []Endpoint{readyA, readyB, readyB}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +45,11 @@ func TestUsableEndpoints(t *testing.T) {
 				t.Errorf("input was modified (-before +after):\n%s", diff)
 			}
 		})
+	}
+	// Ready and in order, as a snapshot's lists come: no copy.
+	in := []Endpoint{readyA, readyB, readyB81}
+	if got := UsableEndpoints(in); &got[0] != &in[0] {
+		t.Errorf("UsableEndpoints copied a list that was usable as it was")
 	}
 }
 

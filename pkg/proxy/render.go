@@ -146,12 +146,21 @@ func targets(sp endpoints.ServicePort, eps []endpoints.Endpoint, here endpoints.
 
 // programmable drops endpoints the kernel could not be given or that no connection
 // may be sent to (the tracker reports them); what is left has the family of the
-// Service's address (its table's) and a port.
+// Service's address (its table's) and a port. When that is all of them (the
+// common case) it is eps itself, for reading only.
 func programmable(eps []endpoints.Endpoint, clusterIP netip.Addr) []endpoints.Endpoint {
 	fam := fieldsFor(clusterIP)
-	out := make([]endpoints.Endpoint, 0, len(eps))
-	for _, e := range eps {
-		if a := e.Addr(); fam.ofFamily(a) && e.Port != 0 && endpoints.ReservedReason(a) == "" {
+	ok := func(e endpoints.Endpoint) bool {
+		a := e.Addr()
+		return fam.ofFamily(a) && e.Port != 0 && endpoints.ReservedReason(a) == ""
+	}
+	first := slices.IndexFunc(eps, func(e endpoints.Endpoint) bool { return !ok(e) })
+	if first < 0 {
+		return eps
+	}
+	out := slices.Clone(eps[:first])
+	for _, e := range eps[first+1:] {
+		if ok(e) {
 			out = append(out, e)
 		}
 	}

@@ -265,3 +265,36 @@ func countSet(f nft.Fragment, prefix string) int {
 	}
 	return n
 }
+
+func TestProgrammable(t *testing.T) {
+	ip := func(s string) endpoints.Endpoint { return ep(netip.MustParseAddr(s), 80, true, true, false) }
+	good1, good2, good3 := ip("10.244.1.2"), ip("10.244.1.3"), ip("10.244.1.4")
+	v6, loopback := ip("fd00::2"), ip("127.0.0.1")
+	noPort := good3
+	noPort.Port = 0
+	for _, tc := range []struct {
+		name     string
+		in, want []endpoints.Endpoint
+		same     bool // the input itself, not a copy
+	}{
+		{"all programmable: the list itself", []endpoints.Endpoint{good1, good2, good3}, []endpoints.Endpoint{good1, good2, good3}, true},
+		{"another family", []endpoints.Endpoint{good1, v6, good2}, []endpoints.Endpoint{good1, good2}, false},
+		{"the first reserved", []endpoints.Endpoint{loopback, good1}, []endpoints.Endpoint{good1}, false},
+		{"no port, last", []endpoints.Endpoint{good1, good2, noPort}, []endpoints.Endpoint{good1, good2}, false},
+		{"none", []endpoints.Endpoint{loopback}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.in)
+			got := programmable(tc.in, netip.MustParseAddr("10.96.0.10"))
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("programmable = %v, want %v", got, tc.want)
+			}
+			if same := len(got) > 0 && &got[0] == &tc.in[0]; same != tc.same {
+				t.Fatalf("the input itself: %v, want %v", same, tc.same)
+			}
+			if !slices.Equal(tc.in, in) {
+				t.Fatalf("the input changed: %v, was %v", tc.in, in)
+			}
+		})
+	}
+}
