@@ -70,6 +70,9 @@ func stickyOf(f nft.Fragment) stickyPorts {
 		}
 		out[k] = map[netip.AddrPort]bool{}
 	}
+	if out == nil {
+		return nil // most Services: no key to read (a million endpoint elements at 100k)
+	}
 	for _, e := range f.Elements {
 		var k stickyKey
 		switch {
