@@ -3,6 +3,7 @@ package nft
 import (
 	"hash/fnv"
 	"iter"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -439,6 +440,19 @@ func (r *Ruleset) DirtyOwnerCount() int { return len(r.dirty) }
 // every element so far (~7% of the 30k cold sync's allocations).
 func (r *Ruleset) ReserveElements(n int) {
 	r.elements.reserve(n)
+}
+
+// ReserveOwners makes room for about n owners in a ruleset that holds few yet: a
+// cold start's list and map of owners otherwise grow by doubling, 57 MB allocated
+// for 14 MB kept at 100k Services.
+func (r *Ruleset) ReserveOwners(n int) {
+	if len(r.owners) >= n/4 {
+		return
+	}
+	r.owned = slices.Grow(r.owned, n-len(r.owned))
+	owners := make(map[string]ownerRef, n)
+	maps.Copy(owners, r.owners)
+	r.owners = owners
 }
 
 // MarkAllDirty makes the next plan compare everything (full resync), attributing each

@@ -48,6 +48,7 @@ func (p *Proxy) sync(ctx context.Context, start time.Time) error {
 		defer paceGC(bigSyncGCPercent)()
 		defer p.pauseNotifications()()
 		p.desired.ReserveElements(elementsEstimate(snap, changed, p.cfg.place()))
+		p.desired.ReserveOwners(len(changed))
 	}
 	p.commits = 0
 	// A big sync that must read the whole table anyway (the first, or one after
