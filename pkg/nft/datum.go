@@ -168,11 +168,16 @@ func writeConcat(b *strings.Builder, ds []Datum) {
 		return
 	}
 	for i := range ds {
-		d := &ds[i]
-		b.Write(d.b[:d.n])
-		for pad := (4 - int(d.n)%4) % 4; pad > 0; pad-- {
-			b.WriteByte(0)
-		}
+		writePadded(b, &ds[i])
+	}
+}
+
+// writePadded writes d's bytes and pads them to four: one Datum of a concatenation
+// of several.
+func writePadded(b *strings.Builder, d *Datum) {
+	b.Write(d.b[:d.n])
+	for pad := (4 - int(d.n)%4) % 4; pad > 0; pad-- {
+		b.WriteByte(0)
 	}
 }
 
@@ -204,26 +209,32 @@ func appendConcat(b []byte, ds []Datum) []byte {
 
 // splitBytes is the inverse of concatBytes for the given types.
 func splitBytes(types []DataType, b []byte) ([]Datum, error) {
-	if len(types) == 1 {
-		if len(b) < types[0].Len() {
-			return nil, fmt.Errorf("value of %d bytes is short for %s", len(b), types[0])
-		}
-		return []Datum{newDatum(types[0], b[:types[0].Len()])}, nil
+	out, ok := appendSplit(nil, types, b, len(types) > 1)
+	if !ok {
+		return nil, fmt.Errorf("%d bytes are short for %v", len(b), types)
 	}
-	var out []Datum
+	return out, nil
+}
+
+// appendSplit appends to dst the Datums of types that b concatenates, each padded
+// to four bytes when padded (a concatenation of several: writeConcat), and reports
+// whether b held them. It takes a string too, which the ruleset's encodings are,
+// so that reading one back (Ruleset.LastData) copies nothing but the Datums.
+func appendSplit[B ~string | ~[]byte](dst []Datum, types []DataType, b B, padded bool) ([]Datum, bool) {
 	for _, t := range types {
 		n := t.Len()
 		if len(b) < n {
-			return nil, fmt.Errorf("concatenation of %d bytes is short for %v", len(b), types)
+			return dst, false
 		}
-		out = append(out, newDatum(t, b[:n]))
-		pad := (n + 3) &^ 3
-		if pad > len(b) {
-			pad = len(b)
+		d := Datum{Type: t, n: uint8(n)}
+		copy(d.b[:], b[:n])
+		dst = append(dst, d)
+		if padded {
+			n = min((n+3)&^3, len(b))
 		}
-		b = b[pad:]
+		b = b[n:]
 	}
-	return out, nil
+	return dst, true
 }
 
 func joinData(ds []Datum) string {

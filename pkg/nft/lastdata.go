@@ -20,11 +20,8 @@ func (r *Ruleset) LastData(owner, set string, prefix []Datum) iter.Seq2[[]Datum,
 		}
 		var b strings.Builder
 		writeIDPrefix(&b, set)
-		for _, d := range prefix { // a key of several Datums: each padded (writeConcat)
-			b.Write(d.b[:d.n])
-			for pad := (4 - int(d.n)%4) % 4; pad > 0; pad-- {
-				b.WriteByte(0)
-			}
+		for i := range prefix { // the start of a key of several Datums: each padded
+			writePadded(&b, &prefix[i])
 		}
 		idPrefix := b.String()
 		var rest, data []Datum
@@ -47,24 +44,4 @@ func (r *Ruleset) LastData(owner, set string, prefix []Datum) iter.Seq2[[]Datum,
 			}
 		}
 	}
-}
-
-// appendSplit appends to dst the Datums of types that b concatenates, each padded
-// to four bytes when padded (a concatenation of several: writeConcat), and reports
-// whether b held them.
-func appendSplit(dst []Datum, types []DataType, b string, padded bool) ([]Datum, bool) {
-	for _, t := range types {
-		n := t.Len()
-		if len(b) < n {
-			return dst, false
-		}
-		d := Datum{Type: t, n: uint8(n)}
-		copy(d.b[:], b[:n])
-		dst = append(dst, d)
-		if padded {
-			n = min((n+3)&^3, len(b))
-		}
-		b = b[n:]
-	}
-	return dst, true
 }
