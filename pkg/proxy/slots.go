@@ -2,23 +2,17 @@ package proxy
 
 import (
 	"encoding/binary"
-	"iter"
 	"net/netip"
 
 	"github.com/svcproxy/svcproxy/pkg/endpoints"
 	"github.com/svcproxy/svcproxy/pkg/nft"
 )
 
-// slotHolder holds an owner's last rendering (nft.Ruleset.LastData).
-type slotHolder interface {
-	LastData(owner, set string, prefix []nft.Datum) iter.Seq2[[]nft.Datum, []nft.Datum]
-}
-
 // lastRendering is where a Service's renderer finds its last rendering: owner's
-// fragment in holder; a zero one knows none.
+// fragment in rules (nft.Ruleset.LastData); a zero one knows none.
 type lastRendering struct {
-	holder slotHolder
-	owner  string
+	rules *nft.Ruleset
+	owner string
 }
 
 // slotElements adds one port's part of the endpoints map set to f: key . slot :
@@ -34,11 +28,11 @@ func slotElements(f *nft.Fragment, set string, key []nft.Datum, first int, eps [
 // slots reads which endpoint each slot of set under key held, from slot first on,
 // until the first one missing (slots are dense). Nil when none is known.
 func (last lastRendering) slots(set string, key []nft.Datum, first int) []netip.AddrPort {
-	if last.holder == nil {
+	if last.rules == nil {
 		return nil
 	}
 	var out []netip.AddrPort
-	for rest, data := range last.holder.LastData(last.owner, set, key) {
+	for rest, data := range last.rules.LastData(last.owner, set, key) {
 		if len(rest) != 1 || len(data) != 2 {
 			continue
 		}
@@ -46,12 +40,7 @@ func (last lastRendering) slots(set string, key []nft.Datum, first int) []netip.
 		if len(b) != 4 || int(binary.NativeEndian.Uint32(b)) != first+len(out) {
 			continue // another part of the map (local slots), or past a gap
 		}
-		a, okAddr := netip.AddrFromSlice(data[0].Bytes())
-		p := data[1].Bytes()
-		if !okAddr || len(p) != 2 {
-			break
-		}
-		out = append(out, netip.AddrPortFrom(a, binary.BigEndian.Uint16(p)))
+		out = append(out, addrPortOf(data))
 	}
 	return out
 }
@@ -77,18 +66,10 @@ func keepSlots(eps []endpoints.Endpoint, had []netip.AddrPort) []endpoints.Endpo
 	out := make([]endpoints.Endpoint, len(eps))
 	filled := make([]bool, len(eps))
 	placed := make([]bool, len(eps))
-	same := len(had) >= len(eps)
 	for slot, ap := range had[:min(len(had), len(eps))] {
-		i, ok := at[ap]
-		if !ok || placed[i] {
-			same = false
-			continue
+		if i, ok := at[ap]; ok && !placed[i] {
+			out[slot], filled[slot], placed[i] = eps[i], true, true
 		}
-		out[slot], filled[slot], placed[i] = eps[i], true, true
-		same = same && i == slot
-	}
-	if same {
-		return eps
 	}
 	next := 0
 	for slot := range out {
