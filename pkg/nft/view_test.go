@@ -3,6 +3,7 @@ package nft
 import (
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -41,5 +42,52 @@ func TestValueHashIsFNV(t *testing.T) {
 		if got, want := rawValueHash(encodeValue(&e)), reference(e); got != want {
 			t.Errorf("rawValueHash(encodeValue(%v)) = %x, want %x", e, got, want)
 		}
+	}
+}
+
+func TestSetsEqual(t *testing.T) {
+	base := Set{Name: "s", Key: []DataType{TypeIPv4Addr, TypeInetProto, TypeInetService}, Data: []DataType{TypeIPv4Addr}, Size: 8}
+	with := func(f func(*Set)) *Set {
+		s := base
+		s.Key, s.Data = slices.Clone(base.Key), slices.Clone(base.Data)
+		f(&s)
+		return &s
+	}
+	same := func(*Set) {}
+	for _, tc := range []struct {
+		name string
+		b    *Set
+		want bool
+	}{
+		{"a copy", with(same), true},
+		{"the kernel's default size", with(func(s *Set) { s.Size = 0 }), true},
+		{"another size", with(func(s *Set) { s.Size = 9 }), false},
+		{"another key type", with(func(s *Set) { s.Key[2] = TypeInteger }), false},
+		{"a shorter key", with(func(s *Set) { s.Key = s.Key[:2] }), false},
+		{"another data type", with(func(s *Set) { s.Data = []DataType{TypeIPv6Addr} }), false},
+		{"no data", with(func(s *Set) { s.Data = nil }), false},
+		{"a verdict map", with(func(s *Set) { s.Verdict = true }), false},
+		{"dynamic", with(func(s *Set) { s.Dynamic = true }), false},
+		{"timeouts", with(func(s *Set) { s.Timeout = true }), false},
+		{"another name", with(func(s *Set) { s.Name = "t" }), false},
+		{"typeof metadata only", with(func(s *Set) { s.KeyExpr = []Operand{F(FieldIPDaddr)} }), true},
+	} {
+		a := with(same)
+		if got := setsEqual(a, tc.b); got != tc.want {
+			t.Errorf("%s: setsEqual = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := setsEqual(tc.b, a); got != tc.want {
+			t.Errorf("%s, swapped: setsEqual = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	empty, none := &Set{Name: "e", Key: []DataType{TypeMark}, Data: []DataType{}}, &Set{Name: "e", Key: []DataType{TypeMark}}
+	if !setsEqual(empty, none) {
+		t.Error("no data and empty data differ")
+	}
+	// Every sync compares every set twice: with texts of the types it allocated
+	// four strings a set.
+	a, b := with(same), with(same)
+	if n := testing.AllocsPerRun(100, func() { setsEqual(a, b) }); n != 0 {
+		t.Errorf("setsEqual allocates %v times", n)
 	}
 }
