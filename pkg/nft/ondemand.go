@@ -18,43 +18,36 @@ func (r *Ruleset) DeclareOnDemand(sets ...*Set) {
 func (r *Ruleset) Count(set string) int { return r.setCounts[set] }
 
 // PresentSets returns the sets the desired table holds: every set declared with
-// NewRuleset, and those declared on demand that are needed now.
+// NewRuleset, and those declared on demand that are needed now: that hold an
+// element, or that a rule names (the kernel refuses a rule naming a set it
+// lacks). Every plan asks, so it looks at the sets alone: the rules naming each
+// are counted as chains come and go (putChain).
 func (r *Ruleset) PresentSets() map[string]*Set {
 	if len(r.onDemand) == 0 {
 		return r.Sets
 	}
-	referenced := map[string]bool{}
-	for _, c := range r.Chains {
-		for _, rule := range c.Rules {
-			for _, s := range rule.Stmts {
-				for _, name := range stmtSets(s) {
-					referenced[name] = true
-				}
-			}
-		}
-	}
 	out := make(map[string]*Set, len(r.Sets))
 	for name, s := range r.Sets {
-		if !r.onDemand[name] || r.setCounts[name] > 0 || referenced[name] {
+		if !r.onDemand[name] || r.setCounts[name] > 0 || r.setRefs[name] > 0 {
 			out[name] = s
 		}
 	}
 	return out
 }
 
-// stmtSets names the sets a statement refers to.
-func stmtSets(s Stmt) []string {
+// stmtSet names the set a statement refers to, if any.
+func stmtSet(s Stmt) (string, bool) {
 	switch s := s.(type) {
 	case Lookup:
-		return []string{s.Set}
+		return s.Set, true
 	case VMap:
-		return []string{s.Map}
+		return s.Map, true
 	case DNATMap:
-		return []string{s.Map}
+		return s.Map, true
 	case Update:
-		return []string{s.Set}
+		return s.Set, true
 	}
-	return nil
+	return "", false
 }
 
 // countElement follows the number of elements per set as elements come and go.

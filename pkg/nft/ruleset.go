@@ -22,6 +22,7 @@ type Ruleset struct {
 	setCounts map[string]int  // elements per set
 	onDemand  map[string]bool // sets that exist only while needed (ondemand.go)
 	chainRefs map[string]int  // of shared chains
+	setRefs   map[string]int  // rules of Chains that name each set (putChain)
 	// owners numbers every owner with a fragment (ownerRef); owned[ref] is what
 	// it contributed, and freeRefs the numbers of owners gone. One map by name
 	// and a list by number, rather than a map of what each owner contributed
@@ -285,6 +286,7 @@ func NewRuleset(family Family, table string, sets ...*Set) *Ruleset {
 		setCounts: map[string]int{},
 		onDemand:  map[string]bool{},
 		chainRefs: map[string]int{},
+		setRefs:   map[string]int{},
 		owners:    map[string]ownerRef{},
 		dirty:     map[string]*dirtyKeys{},
 		contested: map[string][]holder{},
@@ -320,11 +322,11 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 		if prev, ok := r.Chains[c.Name]; !ok || !chainsEqual(prev, c) {
 			r.markChain(owner, c.Name)
 		}
-		r.Chains[c.Name] = c
+		r.putChain(c)
 	}
 	for _, c := range old.chains {
 		if !newChains[c.Name] {
-			delete(r.Chains, c.Name)
+			r.dropChain(c.Name)
 			r.markChain(owner, c.Name)
 		}
 	}
@@ -333,13 +335,13 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 	// so that whichever of their transactions lands first creates it.
 	for _, c := range f.Shared {
 		r.chainRefs[c.Name]++
-		r.Chains[c.Name] = c
+		r.putChain(c)
 		r.markChain(owner, c.Name)
 	}
 	for _, c := range old.shared {
 		if r.chainRefs[c.Name]--; r.chainRefs[c.Name] <= 0 {
 			delete(r.chainRefs, c.Name)
-			delete(r.Chains, c.Name)
+			r.dropChain(c.Name)
 			r.markChain(owner, c.Name)
 		}
 	}
@@ -355,6 +357,35 @@ func (r *Ruleset) SetFragment(owner string, f Fragment) []ElementConflict {
 		r.owned[ref].chains, r.owned[ref].shared = f.Chains, f.Shared
 	}
 	return conflicts
+}
+
+// putChain makes c the chain of its name, and dropChain removes one: the only
+// ways into and out of Chains, so that setRefs follows the rules naming each set.
+func (r *Ruleset) putChain(c *Chain) {
+	if prev := r.Chains[c.Name]; prev != nil {
+		r.countSetRefs(prev, -1)
+	}
+	r.Chains[c.Name] = c
+	r.countSetRefs(c, 1)
+}
+
+func (r *Ruleset) dropChain(name string) {
+	if prev := r.Chains[name]; prev != nil {
+		r.countSetRefs(prev, -1)
+		delete(r.Chains, name)
+	}
+}
+
+func (r *Ruleset) countSetRefs(c *Chain, delta int) {
+	for _, rule := range c.Rules {
+		for _, st := range rule.Stmts {
+			if name, ok := stmtSet(st); ok {
+				if r.setRefs[name] += delta; r.setRefs[name] <= 0 {
+					delete(r.setRefs, name)
+				}
+			}
+		}
+	}
 }
 
 // Elements returns all elements, sorted by ID (by set, in the order the process
