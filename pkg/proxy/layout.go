@@ -139,9 +139,10 @@ func hairpinElement(f *nft.Fragment, endpoint netip.Addr) nft.Element {
 	return nft.Element{Set: hairpinSet(endpoint), Key: f.Datums(nft.IP(endpoint), nft.IP(endpoint))}
 }
 
-var shardNames = func() (n struct{ hairpin, endpoints, affinity [shards]string }) {
+var shardNames = func() (n struct{ hairpin, hairpinChain, endpoints, affinity [shards]string }) {
 	for k := 0; k < shards; k++ {
 		n.hairpin[k] = fmt.Sprintf("%s-%02d", setHairpin, k)
+		n.hairpinChain[k] = fmt.Sprintf("%s-%02d", chainHairpin, k)
 		n.endpoints[k] = fmt.Sprintf("%s-%02d", mapEndpoints, k)
 		n.affinity[k] = fmt.Sprintf("%s-%02d", mapAffinity, k)
 	}

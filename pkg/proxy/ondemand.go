@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"fmt"
 	"net/netip"
 
 	"github.com/svcproxy/svcproxy/pkg/nft"
@@ -51,14 +50,22 @@ var _ = [1]struct{}{}[shards&(shards-1)] // compile error unless shards is a pow
 // and an element in hairpin-shards that sends the endpoint addresses of its shard
 // there, so that a set and the chain and element naming it come and go together.
 // A new connection pays one dispatch and one lookup, whatever the number of shards.
+//
+// Every sync that changed something calls it, and a shard empties or fills
+// rarely: when the shards with chains are the shards with elements it sets
+// nothing (building and comparing the sixteen chains each time was a fifth of
+// what a sync of one endpoint allocated).
 func refreshHairpin(r *nft.Ruleset, x ipFields) {
+	if hairpinChainsMatch(r) {
+		return
+	}
 	var f nft.Fragment
 	for k := 0; k < shards; k++ {
 		set := shardNames.hairpin[k]
 		if r.Count(set) == 0 {
 			continue
 		}
-		chain := fmt.Sprintf("%s-%02d", chainHairpin, k)
+		chain := shardNames.hairpinChain[k]
 		f.Chains = append(f.Chains, &nft.Chain{Name: chain, Rules: []nft.Rule{{Stmts: []nft.Stmt{
 			nft.Lookup{Key: []nft.Operand{nft.F(x.saddr), nft.F(x.daddr)}, Set: set},
 			nft.Masquerade{FullyRandom: true}}}}})
@@ -66,6 +73,19 @@ func refreshHairpin(r *nft.Ruleset, x ipFields) {
 			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: chain}})
 	}
 	r.SetFragment(hairpinOwner, f)
+}
+
+// hairpinChainsMatch reports whether each hairpin shard has its chain exactly
+// when its set holds elements: the chains, and the elements sending to them, are
+// the hairpin owner's alone and only refreshHairpin sets them, so they are then
+// what it would set.
+func hairpinChainsMatch(r *nft.Ruleset) bool {
+	for k := 0; k < shards; k++ {
+		if _, has := r.Chains[shardNames.hairpinChain[k]]; has != (r.Count(shardNames.hairpin[k]) > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // refreshSticky gives the table the chains that record ClientIP affinity while any
