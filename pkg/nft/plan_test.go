@@ -231,3 +231,52 @@ func TestFullPlanWalksANewOwnersElementsOnce(t *testing.T) {
 		t.Errorf("room for %d elements reserved, want 7: marked elements were walked twice", got)
 	}
 }
+
+// TestChangesCompatible: only the chains marked since the last plan are compared
+// with the kernel's, the sets and the table's flags always.
+func TestChangesCompatible(t *testing.T) {
+	hook := &ChainHook{Type: "nat", Hook: "prerouting", Priority: -100}
+	setA := &Set{Name: "a", Key: []DataType{TypeIPv4Addr}}
+	build := func() (*Ruleset, *View) {
+		r := NewRuleset(FamilyIPv4, "t", setA)
+		r.SetFragment("o", Fragment{Chains: []*Chain{{Name: "base", Hook: hook}, {Name: "plain"}}})
+		v := NewView()
+		v.Commit(Plan(r, v))
+		return r, v
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(r *Ruleset, v *View)
+		want   bool
+	}{
+		{"nothing", func(*Ruleset, *View) {}, true},
+		{"an unmarked chain hooked in the view (not read back: not looked at)", func(r *Ruleset, v *View) {
+			v.Chains["plain"] = ChainView{Hook: hook}
+		}, true},
+		{"the same, read back", func(r *Ruleset, v *View) {
+			v.Chains["plain"] = ChainView{Hook: hook}
+			r.MarkAllDirty(v)
+		}, false},
+		{"the same, read back as a part", func(r *Ruleset, v *View) {
+			v.Chains["plain"] = ChainView{Hook: hook}
+			r.MarkPartsDirty(v, Parts{Chains: map[string]bool{"plain": true}})
+		}, false},
+		{"a new chain under the name of a base chain of the view", func(r *Ruleset, v *View) {
+			v.Chains["new"] = ChainView{Hook: hook}
+			r.SetFragment("p", Fragment{Chains: []*Chain{{Name: "new"}}})
+		}, false},
+		{"a base chain's hook changed", func(r *Ruleset, v *View) {
+			r.SetFragment("o", Fragment{Chains: []*Chain{{Name: "base", Hook: &ChainHook{Type: "nat", Hook: "output", Priority: -100}}, {Name: "plain"}}})
+		}, false},
+		{"a set redefined in the view", func(r *Ruleset, v *View) {
+			v.Sets["a"] = &Set{Name: "a", Key: []DataType{TypeIPv6Addr}}
+		}, false},
+		{"table flags", func(r *Ruleset, v *View) { v.TableFlags = 1 }, false},
+	} {
+		r, v := build()
+		tc.change(r, v)
+		if got := ChangesCompatible(r, v); got != tc.want {
+			t.Errorf("%s: ChangesCompatible = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

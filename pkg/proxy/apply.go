@@ -41,9 +41,11 @@ const txHeapRoom = 32 << 20
 
 // applyChanges brings the kernel to the desired ruleset: in place, or by recreating
 // the table when its layout cannot be changed in place. It returns the objects
-// written.
+// written. The view was compatible when the last changes were planned (a
+// recreation makes it so), and what was read into it since is marked: the
+// changes alone are checked.
 func (p *Proxy) applyChanges(ctx context.Context) (int, error) {
-	if !nft.Compatible(p.desired, p.view) {
+	if !nft.ChangesCompatible(p.desired, p.view) {
 		return p.recreate(ctx)
 	}
 	return p.applyDirty(ctx)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -266,6 +268,55 @@ func TestSyncRecreatesATableOfAnOlderLayout(t *testing.T) {
 	}
 	if got := route(t, k, "10.96.0.10"); got != "dnat 10.244.1.2:80" {
 		t.Fatalf("Service missing after the rebuild: %s", got)
+	}
+}
+
+// TestSyncRecreatesATableAnotherProgramMadeIncompatible: the sync checks only
+// the changed chains against the kernel's (nft.ChangesCompatible), so a chain
+// another program turned into a base chain must reach that check through the
+// resync that reads it back; the kernel cannot take our chain back in place.
+func TestSyncRecreatesATableAnotherProgramMadeIncompatible(t *testing.T) {
+	k := nft.NewFake()
+	rec := &recordingKernel{Kernel: k}
+	tr := endpoints.NewTracker(endpoints.TrackerOptions{})
+	addWeb(tr, "web", "10.96.0.10", "pod1")
+	p := New(Config{Tracker: tr, Kernel: rec})
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for _, name := range slices.Sorted(maps.Keys(k.Ruleset(nft.FamilyIPv4, TableName).Chains)) {
+		if c, _ := k.Chain(nft.FamilyIPv4, TableName, name); c.Hook == nil {
+			victim = name
+			break
+		}
+	}
+	hook := &nft.ChainHook{Type: "filter", Hook: "input", Priority: 0}
+	if err := k.Apply(t.Context(), &nft.Tx{Family: nft.FamilyIPv4, Table: TableName,
+		NewChains: []*nft.Chain{{Name: victim, Hook: hook}}, Chains: []*nft.Chain{{Name: victim, Hook: hook}}}); err != nil {
+		t.Fatal(err)
+	}
+	k.ForeignCommit()
+	tr.OnEndpointSliceUpdate(nil, testSlice("web", readyEP("pod2"))) // a change that keeps the chains
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := k.Chain(nft.FamilyIPv4, TableName, victim); !ok || c.Hook == nil {
+		t.Fatalf("the incremental sync touched chain %s, which it did not change", victim)
+	}
+	p.RequestResync()
+	rec.txs = nil
+	if err := p.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.txs) != 1 || !rec.txs[0].Recreate {
+		t.Fatalf("%d transactions after the resync read a hooked %s, want one recreating the table", len(rec.txs), victim)
+	}
+	if c, _ := k.Chain(nft.FamilyIPv4, TableName, victim); c.Hook != nil || len(c.Rules) == 0 {
+		t.Fatalf("chain %s after the rebuild: hook %v, %d rules", victim, c.Hook, len(c.Rules))
+	}
+	if got := route(t, k, "10.96.0.10"); !strings.HasPrefix(got, "dnat ") {
+		t.Fatalf("Service after the rebuild: %s", got)
 	}
 }
 
