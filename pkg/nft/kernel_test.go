@@ -212,3 +212,52 @@ func TestKernelConcurrentApplies(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestKernelCommitReportsItsGeneration: the commit of every transaction reports
+// the generation it made (asked by the echo on BATCH_BEGIN), which the sync uses
+// instead of reading the generation again; a refused transaction reports none,
+// and the socket stays usable for what follows.
+func TestKernelCommitReportsItsGeneration(t *testing.T) {
+	ns := netnstest.New(t, "commitgen")
+	k := &Netlink{NetNSFd: ns.Fd}
+	if _, ok := k.CommittedGeneration(); ok {
+		t.Fatal("a generation reported before any commit")
+	}
+	r := sampleRuleset()
+	v := NewView()
+	for i, tx := range []*Tx{PlanFull(r, v), {Family: FamilyIPv4, Table: "sample",
+		AddElements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.99"))}}}}} {
+		if err := k.Apply(t.Context(), tx); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := k.CommittedGeneration()
+		want, err := k.Generation(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || got != want {
+			t.Fatalf("transaction %d: committed generation %d (%v), the kernel's is %d", i, got, ok, want)
+		}
+	}
+	ns.MustRun(t, "nft", "add", "table", "ip", "other") // another program's commit
+	got, _ := k.CommittedGeneration()
+	if now, err := k.Generation(t.Context()); err != nil || now != got+1 {
+		t.Fatalf("after a foreign commit the generation is %d (%v), want %d", now, err, got+1)
+	}
+	refused := &Tx{Family: FamilyIPv4, Table: "sample", DelElements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.1.2.3"))}}}}
+	if err := k.Apply(t.Context(), refused); err == nil {
+		t.Fatal("the kernel's refusal was not reported")
+	}
+	if gen, ok := k.CommittedGeneration(); ok {
+		t.Fatalf("a refused transaction reported generation %d", gen)
+	}
+	if err := k.Apply(t.Context(), &Tx{Family: FamilyIPv4, Table: "sample",
+		AddElements: []Element{{Set: "ips", Key: []Datum{IP(netip.MustParseAddr("10.96.0.98"))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := k.CommittedGeneration(); !ok {
+		t.Fatal("no generation reported after a refusal")
+	} else if want, _ := k.Generation(t.Context()); got != want {
+		t.Fatalf("after a refusal: committed generation %d, the kernel's %d", got, want)
+	}
+}

@@ -59,6 +59,11 @@ type Netlink struct {
 	// ports are the transaction sockets' port ids, which the kernel puts in the
 	// notifications of what they changed (see WatchForeign).
 	ports ownPorts
+	// committed is the ruleset generation the last transaction's commit made,
+	// as the kernel reported it (see sendBatch); committedOK is false after a
+	// transaction that failed or whose report did not come.
+	committed   uint32
+	committedOK bool
 }
 
 // gate is n.Notifications, or n's own gate when none was given.
@@ -324,20 +329,38 @@ func (n *Netlink) sendBatch(tx *Tx, msgs []netlink.Message) error {
 	}
 	last := len(msgs) - 2 // the message before BATCH_END
 	msgs[last].Header.Flags |= netlink.Acknowledge
+	// An echo asked on the batch's first message (the table's: the kernel takes
+	// BATCH_BEGIN off before it looks) makes the commit send the generation it
+	// made to this socket (nf_tables_gen_notify), ahead of the acknowledgements:
+	// the sync reads no generation after its commits (CommittedGeneration). The
+	// table's own message has nothing to echo unless it creates or deletes it.
+	msgs[1].Header.Flags |= netlink.Echo
 	// A refused or unread batch may leave replies queued: withConn then drops the
 	// socket and the next transaction starts on a clean one.
 	return n.withConn(func(conn *netlink.Conn) error {
+		n.committedOK = false
 		// Capped, extended acknowledgements for batches only: receiveOutcome
 		// decodes them, the library's dump readers on the same socket do not.
 		_ = batchAcks(conn, true) // best effort, as receiveOutcome reads either form
 		if err := n.send(conn, msgs); err != nil {
 			return fmt.Errorf("send batch of %d messages: %w", len(msgs), err)
 		}
-		if err := receiveOutcome(conn, tx, msgs, last, n.reply()); err != nil {
+		gen, ok, err := receiveOutcome(conn, tx, msgs, last, n.reply())
+		if err != nil {
 			return err
 		}
+		n.committed, n.committedOK = gen, ok
 		return batchAcks(conn, false)
 	})
+}
+
+// CommittedGeneration is the ruleset generation the last transaction's commit
+// made, as the kernel reported it with the commit; false when the last
+// transaction failed or the report did not come.
+func (n *Netlink) CommittedGeneration() (uint32, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.committed, n.committedOK
 }
 
 // batchAcks turns the capped and extended acknowledgements on or off; when off
@@ -354,10 +377,10 @@ func batchAcks(conn *netlink.Conn, on bool) error {
 
 // receiveOutcome reads the kernel's replies to a batch up to the acknowledgement of
 // message last and returns every refusal among them, each naming the kernel's
-// reason and the object and owners of the refused message. The library's own
-// receive cannot decode the capped extended acks we ask for, so the replies are
-// read and decoded here.
-func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int, buf []byte) error {
+// reason and the object and owners of the refused message, and the generation
+// the commit reported, if it did. The library's own receive cannot decode the
+// capped extended acks we ask for, so the replies are read and decoded here.
+func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int, buf []byte) (gen uint32, genOK bool, err error) {
 	want, begin := sent[last].Header.Sequence, sent[0].Header.Sequence
 	index := map[uint32]int{}
 	for i, m := range sent {
@@ -365,7 +388,7 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 	}
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("netlink socket: %w", err)
+		return 0, false, fmt.Errorf("netlink socket: %w", err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
 	var refused []error
@@ -379,12 +402,12 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 		}
 		if err != nil {
 			if errors.Is(err, syscall.ENOBUFS) {
-				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+				return 0, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
 			if len(refused) > 0 {
 				break
 			}
-			return fmt.Errorf("read the kernel's answer to the batch: %w", err)
+			return 0, false, fmt.Errorf("read the kernel's answer to the batch: %w", err)
 		}
 		msgs, perr := nlkit.Split(buf[:n])
 		if perr != nil {
@@ -392,6 +415,10 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 		}
 		done := false
 		for _, m := range msgs {
+			if m.Type == newGen && m.Seq == sent[1].Header.Sequence {
+				gen, genOK = generationOf(m.Data)
+				continue
+			}
 			if m.Type != nlkit.Error {
 				continue
 			}
@@ -416,10 +443,33 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 		}
 	}
 	if len(refused) > 0 {
-		return fmt.Errorf("kernel refused the batch: %w", errors.Join(refused...))
+		return 0, false, fmt.Errorf("kernel refused the batch: %w", errors.Join(refused...))
 	}
-	return nil
+	return gen, genOK, nil
 }
+
+// newGen is the type of the message that reports a generation (NFT_MSG_NEWGEN):
+// a GETGEN's answer, and a commit's report.
+var newGen = uint16(nlkit.NftType(unix.NFT_MSG_NEWGEN))
+
+// generationOf reads the generation (NFTA_GEN_ID) of a NEWGEN message's payload.
+func generationOf(data []byte) (uint32, bool) {
+	if len(data) < 4 {
+		return 0, false
+	}
+	ad, err := nlkit.Msg(data)
+	if err != nil {
+		return 0, false
+	}
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_GEN_ID {
+			return ad.Uint32(), true
+		}
+	}
+	return 0, false
+}
+
+
 
 func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
 	var out []expr.Any

@@ -249,17 +249,8 @@ func (n *Netlink) Generation(ctx context.Context) (uint32, error) {
 		return 0, fmt.Errorf("get nftables generation: %w", err)
 	}
 	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := nlkit.Msg(m.Data)
-		if err != nil {
-			return 0, err
-		}
-		for ad.Next() {
-			if ad.Type() == unix.NFTA_GEN_ID {
-				return ad.Uint32(), nil
-			}
+		if gen, ok := generationOf(m.Data); ok {
+			return gen, nil
 		}
 	}
 	return 0, errors.New("get nftables generation: no NFTA_GEN_ID in reply")

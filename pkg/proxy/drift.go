@@ -97,12 +97,33 @@ func (p *Proxy) readParts(ctx context.Context, parts nft.Parts) (read bool, err 
 // noteGeneration keeps the view verified when every commit since gen0 was ours and
 // the view was verified at gen0 (or read after it), sibling proxies' commits in
 // between aside (see CommitLedger).
+//
+// After a commit, the generation is the one the kernel reported with it
+// (nft.Netlink.CommittedGeneration) rather than read again: a round trip of every
+// sync, 0.12 CPU s a minute of make bench's churn at 30k. A foreign commit after
+// ours is then found by the next window's first read of the generation, which
+// the ledger does not account for, instead of by this one.
 func (p *Proxy) noteGeneration(ctx context.Context, gen0 uint32, genErr error, read bool) {
-	gen1, err := p.cfg.Kernel.Generation(ctx)
+	gen1, err := p.generationAfter(ctx)
 	ours := genErr == nil && err == nil && gen1 == gen0+p.commits
 	p.verified = ours && (read || (p.verified && p.cfg.Ledger.accounts(p.verifiedGen, gen0)))
 	p.verifiedGen = gen1
 	if ours {
 		p.cfg.Ledger.record(gen0, gen1)
 	}
+}
+
+// committedGenerations is a Kernel that reports the generation each commit made.
+type committedGenerations interface {
+	CommittedGeneration() (uint32, bool)
+}
+
+// generationAfter is the generation after this sync's commits.
+func (p *Proxy) generationAfter(ctx context.Context) (uint32, error) {
+	if k, ok := p.cfg.Kernel.(committedGenerations); ok && p.commits > 0 {
+		if gen, ok := k.CommittedGeneration(); ok {
+			return gen, nil
+		}
+	}
+	return p.cfg.Kernel.Generation(ctx)
 }
