@@ -469,8 +469,6 @@ func generationOf(data []byte) (uint32, bool) {
 	return 0, false
 }
 
-
-
 func ruleExprs(ctx *encCtx, r Rule) []expr.Any {
 	var out []expr.Any
 	for _, s := range r.Stmts {

@@ -286,8 +286,8 @@ func Compatible(desired *Ruleset, v *View) bool {
 	if !setsCompatible(desired, v) {
 		return false
 	}
-	for name, c := range desired.Chains {
-		if !chainCompatible(c, v, name) {
+	for _, c := range desired.Chains {
+		if !chainCompatible(c, v) {
 			return false
 		}
 	}
@@ -307,7 +307,7 @@ func ChangesCompatible(desired *Ruleset, v *View) bool {
 	}
 	for _, d := range desired.dirty {
 		for name := range d.eachChain() {
-			if c, ok := desired.Chains[name]; ok && !chainCompatible(c, v, name) {
+			if c, ok := desired.Chains[name]; ok && !chainCompatible(c, v) {
 				return false
 			}
 		}
@@ -330,7 +330,7 @@ func setsCompatible(desired *Ruleset, v *View) bool {
 
 // chainCompatible reports whether the view's chain of c's name, if any, can become c
 // in place: the kernel changes neither a chain's hook nor whether it has one.
-func chainCompatible(c *Chain, v *View, name string) bool {
-	cur, ok := v.Chains[name]
+func chainCompatible(c *Chain, v *View) bool {
+	cur, ok := v.Chains[c.Name]
 	return !ok || ((cur.Hook == nil) == (c.Hook == nil) && (cur.Hook == nil || *cur.Hook == *c.Hook))
 }
