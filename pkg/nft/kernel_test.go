@@ -213,8 +213,8 @@ func TestKernelConcurrentApplies(t *testing.T) {
 	wg.Wait()
 }
 
-// TestKernelCommitReportsItsGeneration: the commit of every transaction reports
-// the generation it made (asked by the echo on BATCH_BEGIN), which the sync uses
+// TestKernelCommitReportsItsGeneration: the commit of a transaction reports the
+// generation it made (asked by an echo on its first message), which the sync uses
 // instead of reading the generation again; a refused transaction reports none,
 // and the socket stays usable for what follows.
 func TestKernelCommitReportsItsGeneration(t *testing.T) {
@@ -259,5 +259,15 @@ func TestKernelCommitReportsItsGeneration(t *testing.T) {
 		t.Fatal("no generation reported after a refusal")
 	} else if want, _ := k.Generation(t.Context()); got != want {
 		t.Fatalf("after a refusal: committed generation %d, the kernel's %d", got, want)
+	}
+	// A recreation asks for no report (its first message deletes the table,
+	// whose echo would be every object's deletion): the generation is read.
+	recreate := PlanFull(r, NewView())
+	recreate.Recreate = true
+	if err := k.Apply(t.Context(), recreate); err != nil {
+		t.Fatal(err)
+	}
+	if gen, ok := k.CommittedGeneration(); ok {
+		t.Fatalf("a recreation reported generation %d", gen)
 	}
 }

@@ -329,12 +329,16 @@ func (n *Netlink) sendBatch(tx *Tx, msgs []netlink.Message) error {
 	}
 	last := len(msgs) - 2 // the message before BATCH_END
 	msgs[last].Header.Flags |= netlink.Acknowledge
-	// An echo asked on the batch's first message (the table's: the kernel takes
-	// BATCH_BEGIN off before it looks) makes the commit send the generation it
-	// made to this socket (nf_tables_gen_notify), ahead of the acknowledgements:
-	// the sync reads no generation after its commits (CommittedGeneration). The
-	// table's own message has nothing to echo unless it creates or deletes it.
-	msgs[1].Header.Flags |= netlink.Echo
+	// An echo asked on the batch's first message (the kernel takes BATCH_BEGIN
+	// off before it looks) makes the commit send the generation it made to this
+	// socket (nf_tables_gen_notify), ahead of the acknowledgements: the sync reads
+	// no generation after its commits (CommittedGeneration). Only when that
+	// message adds the table, which echoes nothing else unless it creates the
+	// table: a recreation starts by deleting the table, and an echo asked there
+	// would echo the deletion of every chain, set and rule in it.
+	if msgs[1].Header.Type == newTable {
+		msgs[1].Header.Flags |= netlink.Echo
+	}
 	// A refused or unread batch may leave replies queued: withConn then drops the
 	// socket and the next transaction starts on a clean one.
 	return n.withConn(func(conn *netlink.Conn) error {
@@ -449,8 +453,11 @@ func receiveOutcome(conn *netlink.Conn, tx *Tx, sent []netlink.Message, last int
 }
 
 // newGen is the type of the message that reports a generation (NFT_MSG_NEWGEN):
-// a GETGEN's answer, and a commit's report.
-var newGen = uint16(nlkit.NftType(unix.NFT_MSG_NEWGEN))
+// a GETGEN's answer, and a commit's report; newTable adds a table.
+var (
+	newGen   = uint16(nlkit.NftType(unix.NFT_MSG_NEWGEN))
+	newTable = nlkit.NftType(unix.NFT_MSG_NEWTABLE)
+)
 
 // generationOf reads the generation (NFTA_GEN_ID) of a NEWGEN message's payload.
 func generationOf(data []byte) (uint32, bool) {
