@@ -35,6 +35,11 @@ type ChainView struct {
 	// data claims. It is nil for a chain the view recorded from our own commit,
 	// which holds what we wrote.
 	Exprs []uint64
+	// from is the chain a commit of ours wrote (chainViewOf): a chain the ruleset
+	// holds is not changed once rendered, so the plan compares that chain, which
+	// owners that share it hand back at every render, without hashing its rules
+	// through their text (1% of make bench's churn CPU at 30k).
+	from *Chain
 }
 
 // NewView returns the view of a table that does not exist.
@@ -43,7 +48,7 @@ func NewView() *View {
 }
 
 func chainViewOf(c *Chain) ChainView {
-	v := ChainView{Hook: c.Hook, Rules: make([]uint64, len(c.Rules))}
+	v := ChainView{Hook: c.Hook, Rules: make([]uint64, len(c.Rules)), from: c}
 	for i, r := range c.Rules {
 		v.Rules[i] = r.Hash()
 	}
@@ -54,6 +59,9 @@ func chainViewOf(c *Chain) ChainView {
 // rules with the same hashes, doing (when read from the kernel) what c's rules
 // do in a table of the given family.
 func (v ChainView) equal(c *Chain, family Family) bool {
+	if v.from == c && v.Policy == "" && v.Exprs == nil {
+		return true
+	}
 	if (v.Hook == nil) != (c.Hook == nil) || (v.Hook != nil && *v.Hook != *c.Hook) || v.Policy != "" || len(v.Rules) != len(c.Rules) {
 		return false
 	}
