@@ -138,9 +138,9 @@ func setsEqual(a, b *Set) bool {
 	if a == b {
 		return true // the view holds the desired set it committed
 	}
-	// The types as numbers, not as the texts nft prints: every sync compares every
-	// set twice (Compatible, plan), and the texts were a tenth of what a sync of
-	// one endpoint allocated.
+	// The types as numbers, not as the texts nft prints: every sync compares
+	// every set twice (ChangesCompatible, the plan), and the texts were a tenth
+	// of what a sync of one endpoint allocated.
 	if a.Name != b.Name || a.Verdict != b.Verdict || a.Dynamic != b.Dynamic || a.Timeout != b.Timeout ||
 		!slices.Equal(a.Key, b.Key) || !slices.Equal(a.Data, b.Data) {
 		return false
