@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcproxy/svcproxy/internal/netns"
@@ -189,12 +188,7 @@ func (c *cluster) checkProxyDashboard(t *testing.T, ctx context.Context, query f
 	// Endpoint changes, stamped by the EndpointSlice controller, for
 	// kubeproxy_network_programming_duration_seconds.
 	for _, replicas := range []int32{3, 2} {
-		scale, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "my-nginx", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = replicas
-		if _, err := c.client.AppsV1().Deployments("default").UpdateScale(ctx, "my-nginx", scale, metav1.UpdateOptions{}); err != nil {
+		if err := c.scaleNginx(ctx, replicas); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.nginxPods(ctx, int(replicas)); err != nil {

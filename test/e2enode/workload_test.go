@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -85,13 +86,22 @@ func (c *cluster) ensureSeed(ctx context.Context, replicas int32) error {
 		return err
 	}
 	// An earlier scenario may have scaled it.
-	scale, err := c.client.AppsV1().Deployments("default").GetScale(ctx, dep.Name, metav1.GetOptions{})
-	if err != nil || scale.Spec.Replicas == replicas {
+	return c.scaleNginx(ctx, replicas)
+}
+
+// scaleNginx sets my-nginx's replicas. The scale carries the Deployment's
+// resource version, which the Deployment controller's status updates move on:
+// on a conflict it is read again.
+func (c *cluster) scaleNginx(ctx context.Context, replicas int32) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := c.client.AppsV1().Deployments("default").GetScale(ctx, "my-nginx", metav1.GetOptions{})
+		if err != nil || scale.Spec.Replicas == replicas {
+			return err
+		}
+		scale.Spec.Replicas = replicas
+		_, err = c.client.AppsV1().Deployments("default").UpdateScale(ctx, "my-nginx", scale, metav1.UpdateOptions{})
 		return err
-	}
-	scale.Spec.Replicas = replicas
-	_, err = c.client.AppsV1().Deployments("default").UpdateScale(ctx, dep.Name, scale, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // nginxPods waits until my-nginx has n Ready pods and returns their names.
