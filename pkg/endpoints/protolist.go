@@ -28,6 +28,10 @@ type protoItem interface {
 	Unmarshal([]byte) error
 }
 
+// itemTrim copies an item's bytes without what svcproxy never reads (see
+// trimmer); nil keeps every field.
+type itemTrim func(*trimmer, []byte) ([]byte, error)
+
 var errNotProtobuf = errors.New("not the protobuf encoding")
 
 // decodeProtobufList reads a list of kind (ServiceList, EndpointSliceList) in
@@ -38,8 +42,8 @@ var errNotProtobuf = errors.New("not the protobuf encoding")
 // cache, which ignores limit at resource version "0", took svcproxy's peak
 // past 350 MiB). It returns the list's metadata (its resource version and
 // continue token). A body without the protobuf magic is errNotProtobuf, with
-// nothing consumed past the magic.
-func decodeProtobufList(r *bufio.Reader, kind string, newItem func() protoItem, each func(runtime.Object) error) (metav1.ListMeta, error) {
+// nothing consumed past the magic. Each item goes through trim first.
+func decodeProtobufList(r *bufio.Reader, kind string, newItem func() protoItem, trim itemTrim, each func(runtime.Object) error) (metav1.ListMeta, error) {
 	var lm metav1.ListMeta
 	magic, err := r.Peek(len(protobufMagic))
 	if err != nil || [4]byte(magic) != protobufMagic {
@@ -80,7 +84,7 @@ func decodeProtobufList(r *bufio.Reader, kind string, newItem func() protoItem, 
 			if err != nil {
 				return lm, err
 			}
-			if lm, err = decodeListBody(w, w.read+n, newItem, each); err != nil {
+			if lm, err = decodeListBody(w, w.read+n, newItem, trim, each); err != nil {
 				return lm, err
 			}
 			listed = true
@@ -105,8 +109,9 @@ func decodeProtobufList(r *bufio.Reader, kind string, newItem func() protoItem, 
 }
 
 // decodeListBody reads a list message (1 metadata, 2 items) that ends at end.
-func decodeListBody(w *wireReader, end int64, newItem func() protoItem, each func(runtime.Object) error) (metav1.ListMeta, error) {
+func decodeListBody(w *wireReader, end int64, newItem func() protoItem, trim itemTrim, each func(runtime.Object) error) (metav1.ListMeta, error) {
 	var lm metav1.ListMeta
+	var t trimmer
 	outer := w.end
 	w.end = end
 	for w.read < end {
@@ -127,6 +132,13 @@ func decodeListBody(w *wireReader, end int64, newItem func() protoItem, each fun
 			b, err := w.bytes()
 			if err != nil {
 				return lm, err
+			}
+			if trim != nil {
+				// An item the trimmer cannot read goes to the generated
+				// unmarshaller whole, which says what is wrong with it.
+				if trimmed, err := trim(&t, b); err == nil {
+					b = trimmed
+				}
 			}
 			item := newItem()
 			if err := item.Unmarshal(b); err != nil {

@@ -21,14 +21,15 @@ import (
 type listedKind struct {
 	resource, kind string // "services", "ServiceList"
 	item           func() protoItem
+	trim           itemTrim
 	list           func() runtime.Object // for a list in another encoding
 }
 
 var (
 	serviceLists = listedKind{"services", "ServiceList",
-		func() protoItem { return &v1.Service{} }, func() runtime.Object { return &v1.ServiceList{} }}
+		func() protoItem { return &v1.Service{} }, (*trimmer).service, func() runtime.Object { return &v1.ServiceList{} }}
 	sliceLists = listedKind{"endpointslices", "EndpointSliceList",
-		func() protoItem { return &discoveryv1.EndpointSlice{} }, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }}
+		func() protoItem { return &discoveryv1.EndpointSlice{} }, (*trimmer).slice, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }}
 )
 
 // streamList lists k through rc and delivers each object as it is decoded
@@ -48,7 +49,7 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 	out := &keyList{}
 	each := func(obj runtime.Object) error { return out.add(obj, deliver) }
 	r := bufio.NewReaderSize(body, 64<<10)
-	lm, err := decodeProtobufList(r, k.kind, k.item, each)
+	lm, err := decodeProtobufList(r, k.kind, k.item, k.trim, each)
 	if errors.Is(err, errNotProtobuf) {
 		// JSON or CBOR, as --kube-api-content-type asked: decoded whole.
 		lm, err = decodeWholeList(r, k.list(), each)
