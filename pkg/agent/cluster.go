@@ -3,6 +3,8 @@ package agent
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -31,7 +33,8 @@ type cluster struct {
 	// lists; nil (it can) for a real client, the fake Clientset in tests.
 	watchList any
 	// coreREST and discoveryREST stream the Service and EndpointSlice lists
-	// (endpoints.Clients); nil for the fake Clientset.
+	// and decode their watches trimmed (endpoints.Clients,
+	// endpoints.TrimmingRESTClient); nil for the fake Clientset.
 	coreREST, discoveryREST rest.Interface
 }
 
@@ -92,6 +95,11 @@ func newCluster(cfg *rest.Config) (cluster, error) {
 	if c.networking, err = typednetworkingv1.NewForConfigAndClient(cfg, httpClient); err != nil {
 		return cluster{}, fmt.Errorf("networking.k8s.io/v1 client: %w", err)
 	}
-	c.coreREST, c.discoveryREST = c.core.RESTClient(), c.discovery.RESTClient()
+	if c.coreREST, err = endpoints.TrimmingRESTClient(cfg, httpClient, corev1.SchemeGroupVersion, "/api"); err != nil {
+		return cluster{}, fmt.Errorf("core/v1 REST client: %w", err)
+	}
+	if c.discoveryREST, err = endpoints.TrimmingRESTClient(cfg, httpClient, discoveryv1.SchemeGroupVersion, "/apis"); err != nil {
+		return cluster{}, fmt.Errorf("discovery/v1 REST client: %w", err)
+	}
 	return c, nil
 }

@@ -26,8 +26,10 @@ type Clients struct {
 	// real client, which can. The fake Clientset cannot, and says so.
 	WatchList any
 	// CoreREST and DiscoveryREST, when set, serve the Lists as streams,
-	// decoded and delivered object by object (streamList); nil for the fake
-	// Clientset, whose typed List is used.
+	// decoded and delivered object by object (streamList), and the watches,
+	// decoded by the client's own serializers (TrimmingRESTClient's trim
+	// what svcproxy never reads); nil for the fake Clientset, whose typed List
+	// and Watch are used.
 	CoreREST, DiscoveryREST rest.Interface
 	// StreamFirstList makes the first list of Services and EndpointSlices a
 	// watch-list, as kube-proxy's informers do, where the client can stream
@@ -65,6 +67,9 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 		},
 		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			tweak(&opts)
+			if c.CoreREST != nil {
+				return restWatch(ctx, c.CoreREST, serviceLists, opts)
+			}
 			return c.Core.Services(metav1.NamespaceAll).Watch(ctx, opts)
 		})
 	i.slicesRefl = reflectorInto(c.WatchList, c.StreamFirstList, i.slices, &discoveryv1.EndpointSlice{}, "EndpointSlices", o,
@@ -77,6 +82,9 @@ func NewInformers(c Clients, tweak func(*metav1.ListOptions), o RetryOptions) In
 		},
 		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			tweak(&opts)
+			if c.DiscoveryREST != nil {
+				return restWatch(ctx, c.DiscoveryREST, sliceLists, opts)
+			}
 			return c.Discovery.EndpointSlices(metav1.NamespaceAll).Watch(ctx, opts)
 		})
 	return i

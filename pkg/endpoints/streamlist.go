@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -59,6 +60,17 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 	}
 	out.ListMeta = lm
 	return out, nil
+}
+
+// restWatch watches k through rc, as the typed client's Watch does, decoded by
+// rc's serializers.
+func restWatch(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions) (watch.Interface, error) {
+	var timeout time.Duration
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	opts.Watch = true
+	return rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Watch(ctx)
 }
 
 // decodeWholeList decodes into list a list in any encoding the client
