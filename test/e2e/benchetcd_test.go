@@ -123,8 +123,9 @@ func (c *cluster) createBenchObjectsInEtcd(ctx context.Context, cl kubernetes.In
 }
 
 // storedBenchObjects are Service i of objs and its slices as the apiserver would
-// have stored them (defaults, uid, creation time; no resourceVersion, which
-// etcd's revision gives), and the IPAddress of the Service's ClusterIP.
+// have stored them (defaults, uid, creation time, a cluster's metadata:
+// withClusterMetadata; no resourceVersion, which etcd's revision gives), and the
+// IPAddress of the Service's ClusterIP.
 func storedBenchObjects(objs benchObjects, i int, now metav1.Time) (*corev1.Service, []*discoveryv1.EndpointSlice, *networkingv1.IPAddress) {
 	svc := objs.service(i)
 	svc.TypeMeta = metav1.TypeMeta{Kind: "Service", APIVersion: "v1"}
@@ -149,6 +150,7 @@ func storedBenchObjects(objs benchObjects, i int, now metav1.Time) (*corev1.Serv
 		slice.TypeMeta = metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}
 		slice.UID, slice.CreationTimestamp, slice.Generation = types.UID(fmt.Sprintf("5b0c%04x-0000-4000-8000-%012d", k+1, i)), now, 1
 	}
+	withClusterMetadata(svc, slices, now)
 
 	ip := &networkingv1.IPAddress{
 		TypeMeta: metav1.TypeMeta{Kind: "IPAddress", APIVersion: "networking.k8s.io/v1"},
