@@ -38,11 +38,7 @@ var (
 // version, like pagedLister. It is how a List is served when the
 // client has a REST interface (not the fake Clientset).
 func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions, deliver func(any) error) (*keyList, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	body, err := rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Stream(ctx)
+	body, err := rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(requestTimeout(opts)).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +61,16 @@ func streamList(ctx context.Context, rc rest.Interface, k listedKind, opts metav
 // restWatch watches k through rc, as the typed client's Watch does, decoded by
 // rc's serializers.
 func restWatch(ctx context.Context, rc rest.Interface, k listedKind, opts metav1.ListOptions) (watch.Interface, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
 	opts.Watch = true
-	return rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).Watch(ctx)
+	return rc.Get().Resource(k.resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(requestTimeout(opts)).Watch(ctx)
+}
+
+// requestTimeout is the client-side timeout the typed clients set from opts.
+func requestTimeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
 
 // decodeWholeList decodes into list a list in any encoding the client
