@@ -16,12 +16,11 @@ import (
 // every object straight to the trackers, which keep the plain values they extract
 // and compute deltas from their own state. An informer would keep a second full
 // copy of every Service and EndpointSlice (~160 MiB at 30k, trimmed). The object
-// is garbage once handed on, so it is not trimmed first (the copy of the fields
-// read that an informer's cache needed was 15% of the bytes the ingest
-// allocated). The feed keeps not even the objects' keys: at a relist it asks each
-// tracker which objects it holds (holders) and deletes those no longer listed (a
-// set of "ns/name" of its own was 12 MB at 100k Services, beside the same names
-// in the trackers).
+// is garbage once handed on; what svcproxy never reads was dropped from its
+// bytes before it was decoded (trimmer). The feed keeps not even the objects'
+// keys: at a relist it asks each tracker which objects it holds (holders) and
+// deletes those no longer listed (a set of "ns/name" of its own was 12 MB at
+// 100k Services, beside the same names in the trackers).
 //
 // It is the reflector's cache.ReflectorStore. Add, Update and Delete carry watch
 // events; Replace ends a relist, whose objects were already delivered as they
