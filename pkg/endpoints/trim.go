@@ -37,9 +37,10 @@ const (
 // programming latency metric reads) and the labels but the one it reads (a
 // Service's service-proxy-name, an EndpointSlice's service-name); of each
 // endpoint, its targetRef and deprecatedTopology. On a cluster's objects those are
-// most of the bytes and a third of the allocations (BenchmarkFeedIngest: Services
-// as kubectl apply leaves them, EndpointSlices as the controller writes them); the
-// first List of a large cluster is all of them at once.
+// most of the bytes and two fifths of the allocations (BenchmarkFeedIngest:
+// Services as kubectl apply leaves them, EndpointSlices as the controller writes
+// them, docs/bench.md). The first List uses it item by item, the watches through
+// TrimmingRESTClient.
 //
 // Its buffers are reused from item to item: what it returns is valid until the
 // next call, and the generated unmarshallers copy what they keep.
