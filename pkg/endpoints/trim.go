@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Protobuf field numbers of what the trimmer passes over (k8s.io/api's and
@@ -34,7 +35,7 @@ const (
 // svcproxy never reads, before the generated unmarshaller turns it into objects:
 // of every object's metadata, the managedFields, ownerReferences, finalizers,
 // generateName, the annotations (but an EndpointSlice's trigger time, which the
-// programming latency metric reads) and the labels but the one it reads (a
+// programming latency metric reads, and a watch-list's end: metaKept) and the labels but the one it reads (a
 // Service's service-proxy-name, an EndpointSlice's service-name); of each
 // endpoint, its targetRef and deprecatedTopology. On a cluster's objects those are
 // most of the bytes and two fifths of the allocations (BenchmarkFeedIngest:
@@ -59,6 +60,10 @@ func (t *trimmer) service(b []byte) ([]byte, error) {
 }
 
 // metaKept names the label and the annotation the trimmer keeps ("": none).
+// Every object also keeps the annotation that ends a watch-list's initial events
+// (metav1.InitialEventsAnnotationKey, on the bookmark that carries it): without
+// it the reflector never ends a relist, and never deletes what the relist no
+// longer lists (make soak's watch expiry found it).
 type metaKept struct{ label, annotation string }
 
 // object copies b (a Service or EndpointSlice) into t.out with its metadata
@@ -103,7 +108,8 @@ func trimMeta(dst, m []byte, keep metaKept) ([]byte, error) {
 				dst = append(dst, f.raw...)
 			}
 		case fieldAnnotations:
-			if keep.annotation != "" && f.wire == wireBytes && mapKeyIs(f.val, keep.annotation) {
+			if f.wire == wireBytes && (mapKeyIs(f.val, metav1.InitialEventsAnnotationKey) ||
+				keep.annotation != "" && mapKeyIs(f.val, keep.annotation)) {
 				dst = append(dst, f.raw...)
 			}
 		default:

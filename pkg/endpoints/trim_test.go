@@ -25,16 +25,26 @@ func withoutUnread(obj runtime.Object) runtime.Object {
 	m.SetOwnerReferences(nil)
 	m.SetFinalizers(nil)
 	m.SetGenerateName("")
+	annotations := map[string]string{}
+	for _, k := range []string{metav1.InitialEventsAnnotationKey, v1.EndpointsLastChangeTriggerTime} {
+		if v, ok := m.GetAnnotations()[k]; ok {
+			annotations[k] = v
+		}
+	}
 	switch o := obj.(type) {
 	case *v1.Service:
-		o.Labels, o.Annotations = only(o.Labels, LabelServiceProxyName), nil
+		delete(annotations, v1.EndpointsLastChangeTriggerTime)
+		o.Labels = only(o.Labels, LabelServiceProxyName)
 	case *discoveryv1.EndpointSlice:
 		o.Labels = only(o.Labels, discoveryv1.LabelServiceName)
-		o.Annotations = only(o.Annotations, v1.EndpointsLastChangeTriggerTime)
 		for i := range o.Endpoints {
 			o.Endpoints[i].TargetRef, o.Endpoints[i].DeprecatedTopology = nil, nil
 		}
 	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	m.SetAnnotations(annotations)
 	return obj
 }
 
@@ -45,6 +55,7 @@ func TestTrimmerKeepsWhatSvcproxyReads(t *testing.T) {
 	svc, slice := benchService(7), benchSlice(7, 10)
 	svc.Labels[LabelServiceProxyName] = "svcproxy"
 	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+	svc.Annotations[metav1.InitialEventsAnnotationKey] = "true"
 	slice.Endpoints[3].DeprecatedTopology = map[string]string{"topology.kubernetes.io/zone": "a"}
 	var tr trimmer
 	for _, tc := range []struct {

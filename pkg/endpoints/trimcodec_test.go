@@ -73,10 +73,14 @@ func TestTrimmingDecoder(t *testing.T) {
 
 // TestRestWatchTrims: a watch through TrimmingRESTClient, against a server that
 // streams protobuf watch events as kube-apiserver does, delivers the
-// EndpointSlices trimmed, and asks for a watch with the reflector's options.
+// EndpointSlices trimmed and the bookmark that ends a watch-list's initial events
+// with the annotation that says so (without it the reflector never ends a relist),
+// and asks for a watch with the reflector's options.
 func TestRestWatchTrims(t *testing.T) {
 	slice := benchSlice(5, 10)
 	data := encodeObject(t, slice)
+	bookmark := encodeObject(t, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9",
+		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
 	var query string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/apis/discovery.k8s.io/v1/endpointslices" {
@@ -91,6 +95,9 @@ func TestRestWatchTrims(t *testing.T) {
 			if err := enc.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: data}}); err != nil {
 				t.Error(err)
 			}
+		}
+		if err := enc.Encode(&metav1.WatchEvent{Type: string(watch.Bookmark), Object: runtime.RawExtension{Raw: bookmark}}); err != nil {
+			t.Error(err)
 		}
 	}))
 	defer srv.Close()
@@ -113,12 +120,18 @@ func TestRestWatchTrims(t *testing.T) {
 	var got []watch.EventType
 	for ev := range w.ResultChan() {
 		got = append(got, ev.Type)
+		if ev.Type == watch.Bookmark {
+			if a := ev.Object.(metav1.Object).GetAnnotations(); a[metav1.InitialEventsAnnotationKey] != "true" {
+				t.Errorf("the bookmark's annotations %v lost %s", a, metav1.InitialEventsAnnotationKey)
+			}
+			continue
+		}
 		if !reflect.DeepEqual(ev.Object, want) {
 			t.Errorf("%s event's object\n%+v\nwant\n%+v", ev.Type, ev.Object, want)
 		}
 	}
-	if !reflect.DeepEqual(got, []watch.EventType{watch.Added, watch.Modified}) {
-		t.Errorf("events %v, want ADDED and MODIFIED", got)
+	if !reflect.DeepEqual(got, []watch.EventType{watch.Added, watch.Modified, watch.Bookmark}) {
+		t.Errorf("events %v, want ADDED, MODIFIED and BOOKMARK", got)
 	}
 	if want := "allowWatchBookmarks=true&resourceVersion=7&watch=true"; query != want {
 		t.Errorf("query %q, want %q", query, want)
