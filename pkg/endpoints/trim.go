@@ -104,12 +104,11 @@ func trimMeta(dst, m []byte, keep metaKept) ([]byte, error) {
 		switch f.num {
 		case fieldManagedFields, fieldOwnerReferences, fieldFinalizers, fieldGenerateName:
 		case fieldLabels:
-			if keep.label != "" && f.wire == wireBytes && mapKeyIs(f.val, keep.label) {
+			if f.wire == wireBytes && mapKeyIn(f.val, keep.label) {
 				dst = append(dst, f.raw...)
 			}
 		case fieldAnnotations:
-			if f.wire == wireBytes && (mapKeyIs(f.val, metav1.InitialEventsAnnotationKey) ||
-				keep.annotation != "" && mapKeyIs(f.val, keep.annotation)) {
+			if f.wire == wireBytes && mapKeyIn(f.val, metav1.InitialEventsAnnotationKey, keep.annotation) {
 				dst = append(dst, f.raw...)
 			}
 		default:
@@ -135,9 +134,9 @@ func dropFields(dst, m []byte, a, b uint64) ([]byte, error) {
 	return dst, nil
 }
 
-// mapKeyIs reports whether map entry e has the key k: its last key field, as the
-// generated unmarshaller reads it.
-func mapKeyIs(e []byte, k string) bool {
+// mapKeyIn reports whether map entry e's key is one of keys ("" matches none):
+// its last key field, as the generated unmarshaller reads it.
+func mapKeyIn(e []byte, keys ...string) bool {
 	var key []byte
 	for len(e) > 0 {
 		f, err := nextField(e)
@@ -149,7 +148,12 @@ func mapKeyIs(e []byte, k string) bool {
 		}
 		e = e[len(f.raw):]
 	}
-	return string(key) == k
+	for _, k := range keys {
+		if k != "" && string(key) == k {
+			return true
+		}
+	}
+	return false
 }
 
 // wireField is one field of a message: raw is all of it (tag, length, value),

@@ -47,7 +47,7 @@ func (s trimmingSerializers) SupportedMediaTypes() []runtime.SerializerInfo {
 type trimmingDecoder struct {
 	runtime.Serializer
 
-	mu  sync.Mutex // a watch decodes on its own goroutine; the client is shared
+	mu  sync.Mutex // the buffers are one decode's; a watch decodes on its own goroutine
 	t   trimmer
 	buf []byte
 }
