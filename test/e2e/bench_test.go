@@ -69,7 +69,8 @@ type benchRun struct {
 // after the cold sync (a collection first) is written to DIR/<kind>-<size>.heap.
 // E2E_BENCH_CPUPROFILE=DIR: svcproxy runs with --profiling, and a CPU profile of
 // its first benchCPUProfileFor (the cold sync, lists included) is written to
-// DIR/<kind>-<size>.cpu.
+// DIR/<kind>-<size>.cpu, and kube-apiserver's over the same seconds to
+// DIR/kube-apiserver-<kind>-<size>.cpu.
 func TestBenchSideBySide(t *testing.T) {
 	if os.Getenv("E2E_BENCH") == "" {
 		t.Skip("E2E_BENCH not set: run by make bench (hack/bench.sh)")
@@ -163,7 +164,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 	nd := &node{name: benchNodeName, netns: w.Node, ip: benchNodeIP}
 	name := fmt.Sprintf("bench-%s-%d", kind, n)
 	c.untilControlPlaneQuiet(ctx)
-	cp0 := c.controlPlaneCPU()
+	cp0 := c.controlPlaneCPUs()
 	start := time.Now()
 	cmd := c.proxyCommandAs(kind, nd)
 	if kind == "svcproxy-before" {
@@ -179,12 +180,16 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 		return nil, err
 	}
 	defer p.stop(5 * time.Second)
-	cpuProfiled := make(chan error, 1)
+	cpuProfiled := make(chan error, 2)
 	if profiled && cpuDir != "" {
 		go func() {
 			cpuProfiled <- benchCPUProfile(ctx, nd, filepath.Join(cpuDir, fmt.Sprintf("%s-%d.cpu", kind, n)), benchCPUProfileFor)
 		}()
+		go func() {
+			cpuProfiled <- apiserverCPUProfile(ctx, cl, filepath.Join(cpuDir, fmt.Sprintf("kube-apiserver-%s-%d.cpu", kind, n)), benchCPUProfileFor)
+		}()
 	} else {
+		cpuProfiled <- nil
 		cpuProfiled <- nil
 	}
 	coldCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
@@ -209,12 +214,14 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 		}
 	}
 	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
-	cpCPU := c.controlPlaneCPU() - cp0
-	if err := <-cpuProfiled; err != nil {
-		return nil, err
+	cpCPU, cpSplit := c.controlPlaneCPUSince(cp0)
+	for range 2 {
+		if err := <-cpuProfiled; err != nil {
+			return nil, err
+		}
 	}
-	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, control plane's %.2f s, load %.1f), RSS %.0f MiB (anonymous %.0f, file %.0f), peak %.0f MiB",
-		kind, n, r.ColdSecs, r.ColdCPU, cpCPU, r.Load, r.RSSMiB, procMiB(p.pid(), "RssAnon:"), procMiB(p.pid(), "RssFile:"), r.HWMMiB)
+	c.logf("bench: %s at %d Services: cold sync %.2f s (CPU %.2f s, control plane's %.2f s: %s; load %.1f), RSS %.0f MiB (anonymous %.0f, file %.0f), peak %.0f MiB",
+		kind, n, r.ColdSecs, r.ColdCPU, cpCPU, cpSplit, r.Load, r.RSSMiB, procMiB(p.pid(), "RssAnon:"), procMiB(p.pid(), "RssFile:"), r.HWMMiB)
 
 	var took, writes []time.Duration
 	for s := 1; s <= changes; s++ {
@@ -278,34 +285,60 @@ func benchChange(ctx context.Context, cl kubernetes.Interface, pr *benchworld.Pr
 // about a tenth): a proxy's cold sync is timed against an apiserver that is
 // not still digesting the objects just written (its watch caches, the
 // controllers' informers), as a node agent that restarts in a running cluster
-// finds it.
+// finds it. The log gives what they used in those quiet seconds, per process:
+// the background to subtract from their share of a cold sync.
 func (c *cluster) untilControlPlaneQuiet(ctx context.Context) {
 	const quietFor, busy = 2, 0.25 // seconds; CPU seconds per second
-	start, prev, quiet := time.Now(), c.controlPlaneCPU(), 0
+	start, quiet := time.Now(), 0
+	window := [][]float64{c.controlPlaneCPUs()} // one sample a second, the last quietFor+1
 	for quiet < quietFor && time.Since(start) < 3*time.Minute && ctx.Err() == nil {
 		time.Sleep(time.Second)
-		now := c.controlPlaneCPU()
-		if now-prev < busy {
+		now := c.controlPlaneCPUs()
+		if used, _ := c.cpuBetween(window[len(window)-1], now); used < busy {
 			quiet++
 		} else {
 			quiet = 0
 		}
-		prev = now
+		window = append(window, now)
+		if len(window) > quietFor+1 {
+			window = window[1:]
+		}
 	}
 	if quiet < quietFor {
 		c.logf("bench: control plane still busy after %v: timing anyway", time.Since(start).Round(time.Second))
 		return
 	}
-	c.logf("bench: control plane quiet after %v", time.Since(start).Round(time.Second))
+	used, split := c.cpuBetween(window[0], window[len(window)-1])
+	c.logf("bench: control plane quiet after %v (%.2f CPU s in its last %d s: %s)", time.Since(start).Round(time.Second), used, quietFor, split)
 }
 
-// controlPlaneCPU is the CPU seconds the control plane's processes used so far.
-func (c *cluster) controlPlaneCPU() float64 {
-	var sum float64
-	for _, p := range c.control {
-		sum += procCPUSeconds(p.pid())
+// controlPlaneCPUs is the CPU seconds each control plane process used so far,
+// in c.control's order.
+func (c *cluster) controlPlaneCPUs() []float64 {
+	out := make([]float64, len(c.control))
+	for i, p := range c.control {
+		out[i] = procCPUSeconds(p.pid())
 	}
-	return sum
+	return out
+}
+
+// controlPlaneCPUSince is the control plane's CPU seconds since before (from
+// controlPlaneCPUs), in all and process by process: which of them a proxy's
+// start costs.
+func (c *cluster) controlPlaneCPUSince(before []float64) (sum float64, split string) {
+	return c.cpuBetween(before, c.controlPlaneCPUs())
+}
+
+// cpuBetween is the control plane's CPU seconds between two controlPlaneCPUs
+// samples, in all and process by process ("etcd 0.41, kube-apiserver 5.20, ...").
+func (c *cluster) cpuBetween(before, after []float64) (sum float64, split string) {
+	parts := make([]string, 0, len(after))
+	for i := range min(len(before), len(after)) {
+		d := after[i] - before[i]
+		sum += d
+		parts = append(parts, fmt.Sprintf("%s %.2f", c.control[i].Name, d))
+	}
+	return sum, strings.Join(parts, ", ")
 }
 
 // plugIntoBridge gives namespace nsName an eth0 on the cluster's bridge with the
@@ -429,6 +462,17 @@ func benchCPUProfile(ctx context.Context, nd *node, path string, d time.Duration
 		}
 		return os.WriteFile(path, b, 0o644)
 	}
+}
+
+// apiserverCPUProfile writes a CPU profile of kube-apiserver over the next d to
+// path: what serving a proxy's lists and watches costs it.
+func apiserverCPUProfile(ctx context.Context, cl kubernetes.Interface, path string, d time.Duration) error {
+	b, err := cl.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver's CPU profile: %w", err)
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // benchHeapProfile writes the heap profile of the proxy on nd (run with

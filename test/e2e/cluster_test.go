@@ -214,6 +214,15 @@ func (c *cluster) setupPKI(context.Context) error {
 	return err
 }
 
+// apiserverBenchArgs turns kube-apiserver's profiling back on when the bench
+// profiles the proxies' cold syncs: it profiles the apiserver beside them.
+func apiserverBenchArgs() []string {
+	if os.Getenv("E2E_BENCH_CPUPROFILE") == "" {
+		return nil
+	}
+	return []string{"--profiling=true"}
+}
+
 func (c *cluster) bin(name string) string { return filepath.Join(c.bins, name) }
 
 // startControlPlane starts etcd, kube-apiserver (RBAC), the controllers of
@@ -235,6 +244,7 @@ func (c *cluster) startControlPlane(ctx context.Context) error {
 		AuthorizationMode: "RBAC",
 		Controllers:       controllerList,
 		SchedulerArgs:     []string{"-v=" + envOr("E2E_SCHEDULER_V", "0")},
+		APIServerArgs:     apiserverBenchArgs(),
 	})
 	for _, p := range cp.Procs() {
 		c.control = append(c.control, &proc{p})
