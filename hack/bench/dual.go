@@ -32,6 +32,7 @@ type dualResult struct {
 	Nodes     int     `json:"nodes"`
 	ColdSecs  float64 `json:"cold_sync_s"` // both tables programmed
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
+	ColdSys   float64 `json:"cold_sync_sys_s"`  // of ColdCPU, in the kernel
 	Cold4Secs float64 `json:"cold_sync_ipv4_s"` // when each family's sync returned
 	Cold6Secs float64 `json:"cold_sync_ipv6_s"`
 	LoadStart float64 `json:"loadavg_start"`
@@ -125,13 +126,13 @@ func runDual(o objects, n, samples int, monitor bool) (*dualResult, error) {
 
 	ctx := context.Background()
 	load := loadAvg()
-	cpu0 := cpuTime()
+	cpu0, sys0 := cpuTime(), sysTime()
 	each, all, err := b.syncBoth(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	r := &dualResult{Family: "dual", Services: n, Sticky: o.sticky, External: o.external, Endpoints: o.endpoints, Nodes: o.nodes,
-		ColdSecs: all.Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Cold4Secs: each[0].Seconds(), Cold6Secs: each[1].Seconds(),
+		ColdSecs: all.Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), ColdSys: (sysTime() - sys0).Seconds(), Cold4Secs: each[0].Seconds(), Cold6Secs: each[1].Seconds(),
 		LoadStart: load, Samples: samples}
 	r.RSSMiB, r.PeakRSSMiB = procStatusMiB("VmRSS:"), procStatusMiB("VmHWM:")
 	r.HeapMiB = heapMiB()

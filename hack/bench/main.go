@@ -43,6 +43,7 @@ type result struct {
 	Nodes     int     `json:"nodes"` // the endpoints' nodes (objects.nodes)
 	ColdSecs  float64 `json:"cold_sync_s"`
 	ColdCPU   float64 `json:"cold_sync_cpu_s"`
+	ColdSys   float64 `json:"cold_sync_sys_s"` // of ColdCPU, in the kernel
 	// Load is the machine's 1-minute load average at the start and the end: the
 	// durations stretch with it on a shared machine, the CPU seconds much less.
 	LoadStart  float64 `json:"loadavg_start"`
@@ -197,13 +198,14 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 
 	load := loadAvg()
 	stopProfile := cpuProfile(os.Getenv("BENCH_COLD_CPUPROFILE"))
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, sys0, start := cpuTime(), sysTime(), time.Now()
 	if err := b.p.Sync(context.Background()); err != nil {
 		return nil, fmt.Errorf("cold sync: %w", err)
 	}
 	stopProfile()
 	r := &result{Services: b.n, Shape: b.o.shape, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints, Total: total, Nodes: b.o.nodes,
 		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
+	r.ColdSys = (sysTime() - sys0).Seconds()
 	if b.o.shared() {
 		r.Endpoints = 0
 	}

@@ -45,11 +45,23 @@ func scanMiB() float64 {
 // cpuTime is the user and system CPU this process used so far (the kernel's work
 // on our netlink transactions is system time of ours).
 func cpuTime() time.Duration {
+	user, sys := cpuTimes()
+	return user + sys
+}
+
+// sysTime is the process's CPU time so far in the kernel: in a sync, mostly
+// nftables validating and inserting what the proxy sent.
+func sysTime() time.Duration {
+	_, sys := cpuTimes()
+	return sys
+}
+
+func cpuTimes() (user, sys time.Duration) {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // loadAvg is the machine's 1-minute load average.

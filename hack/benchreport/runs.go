@@ -8,6 +8,7 @@ type kernelRun struct {
 	External   bool    `json:"external"`
 	ColdSecs   float64 `json:"cold_sync_s"`
 	ColdCPU    float64 `json:"cold_sync_cpu_s"`
+	ColdSys    float64 `json:"cold_sync_sys_s"` // of ColdCPU, in the kernel; 0 before 2026-12-07
 	LoadStart  float64 `json:"loadavg_start"`
 	LoadEnd    float64 `json:"loadavg_end"`
 	ChangeP50  float64 `json:"endpoint_change_p50_s"`
