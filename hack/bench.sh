@@ -35,7 +35,8 @@
 # the Services have a NodePort (issue 8; some LoadBalancer, some externalIPs).
 # BENCH_SIDE_HEAPPROFILE=DIR: svcproxy's heap profile after each side-by-side cold
 # sync goes to DIR/<kind>-<size>.heap (it runs with --profiling). BENCH_SIDE_CPUPROFILE=DIR:
-# a CPU profile of svcproxy's first 15 s (lists and cold sync) goes to DIR/<kind>-<size>.cpu.
+# a CPU profile of svcproxy's first 15 s (lists and cold sync) goes to DIR/<kind>-<size>.cpu,
+# and kube-apiserver's over the same 15 s to DIR/kube-apiserver-<kind>-<size>.cpu.
 # BENCH_FLEET="50 200" (off by default; make bench's time does not change): the
 # fleet's view of a rollout (TestBenchFleet in test/e2e, E2E_FLEET=1): that many
 # simulated proxies (svcproxy's informers, in one process, one connection each)
