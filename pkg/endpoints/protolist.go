@@ -133,14 +133,15 @@ func decodeListBody(w *wireReader, end int64, newItem func() protoItem, trim ite
 			if err != nil {
 				return lm, err
 			}
+			item := newItem()
 			if trim != nil {
 				// An item the trimmer cannot read goes to the generated
 				// unmarshaller whole, which says what is wrong with it.
 				if trimmed, err := trim(&t, b); err == nil {
 					b = trimmed
+					t.presize(item)
 				}
 			}
-			item := newItem()
 			if err := item.Unmarshal(b); err != nil {
 				return lm, fmt.Errorf("list item: %w", err)
 			}

@@ -47,6 +47,8 @@ const (
 // next call, and the generated unmarshallers copy what they keep.
 type trimmer struct {
 	out, meta, nested []byte
+	// endpoints is how many endpoints the last object trimmed has.
+	endpoints int
 }
 
 // slice trims an EndpointSlice.
@@ -59,6 +61,16 @@ func (t *trimmer) service(b []byte) ([]byte, error) {
 	return t.object(b, metaKept{label: LabelServiceProxyName}, 0)
 }
 
+// presize gives item, about to be unmarshalled from what t trimmed last, room
+// for that object's endpoints: the generated unmarshaller appends them one by
+// one, and the copies it leaves behind as the list doubles were a fifth of
+// what a 100k cold start allocated (282 of 1445 MB, end to end).
+func (t *trimmer) presize(item protoItem) {
+	if s, ok := item.(*discoveryv1.EndpointSlice); ok && t.endpoints > 0 && s.Endpoints == nil {
+		s.Endpoints = make([]discoveryv1.Endpoint, 0, t.endpoints)
+	}
+}
+
 // metaKept names the label and the annotation the trimmer keeps ("": none).
 // Every object also keeps the annotation that ends a watch-list's initial events
 // (metav1.InitialEventsAnnotationKey, on the bookmark that carries it): without
@@ -69,7 +81,7 @@ type metaKept struct{ label, annotation string }
 // object copies b (a Service or EndpointSlice) into t.out with its metadata
 // trimmed and, when endpoints is not zero, each endpoint of that field trimmed.
 func (t *trimmer) object(b []byte, keep metaKept, endpoints uint64) ([]byte, error) {
-	t.out = t.out[:0]
+	t.out, t.endpoints = t.out[:0], 0
 	for len(b) > 0 {
 		f, err := nextField(b)
 		if err != nil {
@@ -86,6 +98,7 @@ func (t *trimmer) object(b []byte, keep metaKept, endpoints uint64) ([]byte, err
 				return nil, fmt.Errorf("endpoint: %w", err)
 			}
 			t.out = appendBytesField(t.out, f.num, t.nested)
+			t.endpoints++
 		default:
 			t.out = append(t.out, f.raw...)
 		}
