@@ -33,6 +33,8 @@ type feed struct {
 	// synced: the first relist is delivered.
 	synced bool
 	// trackers' handlers; set before the reflector starts (RegisterSynced).
+	// An upsert keeps nothing of obj after it returns (decodeProtobufList
+	// reuses it).
 	upserts []func(obj any)
 	deletes []func(obj any)
 	// holders yield the keys of the objects each tracker keeps. A consumer

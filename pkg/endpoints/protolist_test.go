@@ -63,7 +63,8 @@ func sliceList(n int) *discoveryv1.EndpointSliceList {
 	return l
 }
 
-// decodeAll runs decodeProtobufList over data, gathering the items.
+// decodeAll runs decodeProtobufList over data, gathering copies of the items
+// (the decoder reuses one object).
 func decodeAll[T any, PT interface {
 	*T
 	protoItem
@@ -72,7 +73,7 @@ func decodeAll[T any, PT interface {
 	lm, err := decodeProtobufList(bufio.NewReaderSize(bytes.NewReader(data), 16), kind,
 		func() protoItem { return PT(new(T)) }, trim,
 		func(obj runtime.Object) error {
-			got = append(got, *obj.(PT))
+			got = append(got, *obj.DeepCopyObject().(PT))
 			return nil
 		})
 	return got, lm, err
@@ -110,7 +111,7 @@ func TestDecodeProtobufListAsTheSerializer(t *testing.T) {
 			}
 			var got []runtime.Object
 			lm, err := decodeProtobufList(bufio.NewReaderSize(bytes.NewReader(data), 16), tc.k.kind, tc.k.item, tc.k.trim,
-				func(obj runtime.Object) error { got = append(got, obj); return nil })
+				func(obj runtime.Object) error { got = append(got, obj.DeepCopyObject()); return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,6 +149,46 @@ func TestDecodeProtobufListSizesEndpoints(t *testing.T) {
 		if n := len(l.Items[i].Endpoints); len(s.Endpoints) != n || cap(s.Endpoints) != n || (n == 0 && s.Endpoints != nil) {
 			t.Errorf("%s: %d endpoints in room for %d (nil: %v), want %d in %d", s.Name, len(s.Endpoints), cap(s.Endpoints), s.Endpoints == nil, n, n)
 		}
+	}
+}
+
+// TestListedObjectsReusedLeaveTheTrackerWhole: the list decoder unmarshals every
+// item into one object and lends each slice the same endpoint list; a tracker
+// fed that way ends up as one fed fresh objects, so it keeps nothing of an
+// object after taking it (what it kept would be overwritten by the next item).
+func TestListedObjectsReusedLeaveTheTrackerWhole(t *testing.T) {
+	svcs, slices := &v1.ServiceList{}, &discoveryv1.EndpointSliceList{}
+	for i, n := range []int{10, 3, 25, 1, 7, 0, 40, 2} {
+		svcs.Items = append(svcs.Items, *benchService(i))
+		slices.Items = append(slices.Items, *benchSlice(i, n))
+	}
+	fresh, streamed := NewTracker(TrackerOptions{}), NewTracker(TrackerOptions{})
+	for i := range svcs.Items {
+		fresh.OnServiceAdd(&svcs.Items[i])
+		fresh.OnEndpointSliceAdd(&slices.Items[i])
+	}
+	for _, l := range []struct {
+		k    listedKind
+		list runtime.Object
+	}{{serviceLists, svcs}, {sliceLists, slices}} {
+		_, err := decodeProtobufList(bufio.NewReaderSize(bytes.NewReader(encodeProto(t, l.list)), 16), l.k.kind, l.k.item, l.k.trim,
+			func(obj runtime.Object) error {
+				switch o := obj.(type) {
+				case *v1.Service:
+					streamed.OnServiceAdd(o)
+				case *discoveryv1.EndpointSlice:
+					streamed.OnEndpointSliceAdd(o)
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _, _ := fresh.Take()
+	got, _, _ := streamed.Take()
+	if len(want.Endpoints(ServicePortName{Namespace: "bench", Name: "svc-6", Port: "http", Protocol: "TCP"})) != 40 || !reflect.DeepEqual(got, want) {
+		t.Errorf("the tracker fed the decoder's reused objects has\n%+v\nwant\n%+v", got, want)
 	}
 }
 

@@ -142,7 +142,9 @@ func (t *Tracker) reporter(kind, namespace, name string) func(error) {
 	}
 }
 
-// OnServiceAdd records a new Service.
+// OnServiceAdd records a new Service. Like every handler here it keeps nothing
+// of the object once it returns: the list decoder unmarshals the next item
+// into the same one (TestListedObjectsReusedLeaveTheTrackerWhole).
 func (t *Tracker) OnServiceAdd(svc *v1.Service) { t.upsertService(svc) }
 
 // OnServiceUpdate records a changed Service. Only svc matters: the tracker
