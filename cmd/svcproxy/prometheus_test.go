@@ -31,11 +31,11 @@ func TestPrometheusScrapesMetrics(t *testing.T) {
 	dumpLogOnFailure(t, "svcproxy", logPath)
 	dumpLogOnFailure(t, "prometheus", promLog)
 
-	metrics := freeLoopbackAddr(t, node)
+	addrs := freeLoopbackAddrs(t, node, 3)
+	metrics, healthz, promAddr := addrs[0], addrs[1], addrs[2]
 	startSvcproxy(t, node, logPath, "--manifests", seedManifests(t),
-		"--metrics-bind-address", metrics, "--healthz-bind-address", freeLoopbackAddr(t, node))
+		"--metrics-bind-address", metrics, "--healthz-bind-address", healthz)
 
-	promAddr := freeLoopbackAddr(t, node)
 	config := promtest.Config("svcproxy", []string{metrics})
 	configPath := filepath.Join(tmp, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
@@ -93,15 +93,22 @@ func TestPrometheusScrapesMetrics(t *testing.T) {
 	}
 }
 
-// freeLoopbackAddr returns 127.0.0.1:PORT with a port that was free in ns a moment ago.
-func freeLoopbackAddr(t *testing.T, ns *netnstest.NS) string {
+// freeLoopbackAddrs returns n addresses 127.0.0.1:PORT, distinct, with ports that
+// were free in ns a moment ago. The listeners stay open until all n are chosen:
+// one at a time, the kernel handed the port it had just given back a second
+// time (the metrics and healthz servers then fought over it; CI, 2026-12-07).
+func freeLoopbackAddrs(t *testing.T, ns *netnstest.NS, n int) []string {
 	t.Helper()
-	l, err := ns.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := ns.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().(*net.TCPAddr).String()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).String()
+	return addrs
 }
 
 // startProcess runs a command in ns with its output in logPath, and kills it when the

@@ -35,9 +35,10 @@ func TestPromtoolChecksMetrics(t *testing.T) {
 	node := netnstest.New(t, "promtool")
 	logPath := filepath.Join(t.TempDir(), "svcproxy.log")
 	dumpLogOnFailure(t, "svcproxy", logPath)
-	metrics := freeLoopbackAddr(t, node)
+	addrs := freeLoopbackAddrs(t, node, 2)
+	metrics := addrs[0]
 	startSvcproxy(t, node, logPath, "--manifests", seedManifests(t),
-		"--metrics-bind-address", metrics, "--healthz-bind-address", freeLoopbackAddr(t, node))
+		"--metrics-bind-address", metrics, "--healthz-bind-address", addrs[1])
 
 	client := node.HTTPClient(2 * time.Second)
 	var body []byte
