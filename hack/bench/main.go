@@ -204,8 +204,8 @@ func (b *bench) run(churn time.Duration, churnShare float64, rounds int) (*resul
 	}
 	stopProfile()
 	r := &result{Services: b.n, Shape: b.o.shape, Sticky: b.o.sticky, External: b.o.external, Endpoints: b.o.endpoints, Total: total, Nodes: b.o.nodes,
-		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), Samples: b.samples, LoadStart: load}
-	r.ColdSys = (sysTime() - sys0).Seconds()
+		ColdSecs: time.Since(start).Seconds(), ColdCPU: (cpuTime() - cpu0).Seconds(), ColdSys: (sysTime() - sys0).Seconds(),
+		Samples: b.samples, LoadStart: load}
 	if b.o.shared() {
 		r.Endpoints = 0
 	}

@@ -117,7 +117,7 @@ func decodeProtobufList(r *bufio.Reader, kind string, newItem func() protoItem, 
 func decodeListBody(w *wireReader, end int64, newItem func() protoItem, trim itemTrim, each func(runtime.Object) error) (metav1.ListMeta, error) {
 	var lm metav1.ListMeta
 	var t trimmer
-	var item protoItem
+	item := newItem() // every item's: see decodeProtobufList
 	outer := w.end
 	w.end = end
 	for w.read < end {
@@ -138,9 +138,6 @@ func decodeListBody(w *wireReader, end int64, newItem func() protoItem, trim ite
 			b, err := w.bytes()
 			if err != nil {
 				return lm, err
-			}
-			if item == nil {
-				item = newItem()
 			}
 			item.Reset()
 			if trim != nil {

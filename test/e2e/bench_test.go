@@ -214,7 +214,7 @@ func (c *cluster) benchOne(ctx context.Context, cl kubernetes.Interface, objs be
 		}
 	}
 	r.ColdCPU, r.Load = procCPUSeconds(p.pid()), loadAvg()
-	cpCPU, cpSplit := c.controlPlaneCPUSince(cp0)
+	cpCPU, cpSplit := c.cpuBetween(cp0, c.controlPlaneCPUs())
 	for range 2 {
 		if err := <-cpuProfiled; err != nil {
 			return nil, err
@@ -322,13 +322,6 @@ func (c *cluster) controlPlaneCPUs() []float64 {
 		out[i] = procCPUSeconds(p.pid())
 	}
 	return out
-}
-
-// controlPlaneCPUSince is the control plane's CPU seconds since before (from
-// controlPlaneCPUs), in all and process by process: which of them a proxy's
-// start costs.
-func (c *cluster) controlPlaneCPUSince(before []float64) (sum float64, split string) {
-	return c.cpuBetween(before, c.controlPlaneCPUs())
 }
 
 // cpuBetween is the control plane's CPU seconds between two controlPlaneCPUs
