@@ -23,7 +23,10 @@ const (
 )
 
 // errSkipped marks Services that are legitimately not ours to proxy, as
-// opposed to malformed ones, so only the latter reach OnInvalid.
+// opposed to malformed ones, so only the latter reach OnInvalid. It is returned
+// as is, never wrapped: no one reads why, and each tracker of a dual-stack node
+// skips every Service of the other family, 100k error values at 100k
+// single-stack Services.
 var errSkipped = errors.New("service not proxied")
 
 // serviceKeyOf returns the key of a Service.
@@ -116,18 +119,18 @@ func servicePorts(svc *v1.Service, fam Family, report func(error)) []ServicePort
 	return out
 }
 
-// serviceClusterIP picks the cluster IP of family fam, or explains why the
-// Service is not proxied. A single-stack Service of the other family is
-// skipped, not invalid.
+// serviceClusterIP picks the cluster IP of family fam, or says why there is
+// none: errSkipped for a Service that is not ours to proxy (a single-stack
+// Service of the other family among them), an error for a malformed one.
 func serviceClusterIP(svc *v1.Service, fam Family, report func(error)) (netip.Addr, error) {
 	if _, ok := svc.Labels[LabelServiceProxyName]; ok {
-		return netip.Addr{}, fmt.Errorf("label %s present: %w", LabelServiceProxyName, errSkipped)
+		return netip.Addr{}, errSkipped // another proxy's Service
 	}
 	if svc.Spec.Type == v1.ServiceTypeExternalName {
-		return netip.Addr{}, fmt.Errorf("type ExternalName: %w", errSkipped)
+		return netip.Addr{}, errSkipped // a DNS name, nothing to proxy
 	}
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == v1.ClusterIPNone {
-		return netip.Addr{}, fmt.Errorf("clusterIP %q: %w", svc.Spec.ClusterIP, errSkipped)
+		return netip.Addr{}, errSkipped // headless
 	}
 	// clusterIPs[0] always equals clusterIP when both are set; older objects
 	// may only have clusterIP.
@@ -163,7 +166,7 @@ func serviceClusterIP(svc *v1.Service, fam Family, report func(error)) (netip.Ad
 	if len(parseErrs) > 0 {
 		return netip.Addr{}, errors.Join(parseErrs...)
 	}
-	return netip.Addr{}, fmt.Errorf("no %s cluster IP: %w", fam, errSkipped)
+	return netip.Addr{}, errSkipped // the other family's
 }
 
 // serviceAffinity returns whether ClientIP affinity is on and its timeout.
