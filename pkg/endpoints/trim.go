@@ -65,11 +65,11 @@ func (t *trimmer) service(b []byte) ([]byte, error) {
 	return t.object(b, metaKept{label: LabelServiceProxyName}, 0)
 }
 
-// presize gives item, just reset and about to be unmarshalled from what t trimmed last, room
-// for that object's endpoints: the generated unmarshaller appends them one by
-// one, and the copies it leaves behind as the list doubles were a fifth of
-// what a 100k cold start allocated (282 of 1445 MB, end to end). The room is
-// the list the trimmer lends to every item in turn (see release).
+// presize gives item (just reset, about to be unmarshalled from what t trimmed
+// last) room for that object's endpoints: the generated unmarshaller appends
+// them one by one, and the copies it leaves behind as the list doubles were a
+// fifth of what a 100k cold start allocated (282 of 1445 MB, end to end). The
+// room is the list the trimmer lends to every item in turn (see release).
 func (t *trimmer) presize(item protoItem) {
 	s, ok := item.(*discoveryv1.EndpointSlice)
 	if !ok || t.endpointCount == 0 {
